@@ -1,0 +1,32 @@
+# tardy: every target bootstraps itself through `setup` (idempotent).
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+export TARDY_HOME ?= $(CURDIR)/.tardy
+
+.PHONY: setup demo test unit-test sqlmesh-test lint bench clean
+
+setup: $(VENV)/.tardy-setup
+
+$(VENV)/.tardy-setup: pyproject.toml constraints.txt src/tardy/jars.py
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m tardy.jars install
+	@touch $@
+
+demo: setup
+	$(BIN)/tardy demo
+
+test: setup sqlmesh-test
+	$(BIN)/python -m pytest -q
+
+sqlmesh-test: setup
+	$(BIN)/sqlmesh test
+
+lint: setup
+	$(BIN)/ruff check src python_models models macros tests
+	$(BIN)/ruff format --check src python_models models macros tests
+
+clean:
+	rm -rf $(TARDY_HOME)

@@ -1,0 +1,49 @@
+"""Open the SQLMesh project on its configured gateway, with exact Delta interval writes.
+
+The SparkSession is the one SQLMesh builds from ``config.yaml`` (``getOrCreate``): tardy's
+own work (ingest, summaries, fingerprints) runs in that same session, so a process holds
+one Spark driver and one configuration, whatever the gateway.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import typing as t
+
+from tardy import exact_writes
+from tardy.home import DataHome, activate, project_root
+
+if t.TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from sqlmesh import Context
+
+
+def quiet_logs() -> None:
+    """Keep py4j's and SQLMesh's Python loggers from drowning progress output."""
+    for name in ("py4j", "py4j.clientserver", "sqlmesh", "sqlglot"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    os.environ.setdefault("PYSPARK_PIN_THREAD", "true")
+
+
+def open_context(gateway: str | None = None, *, load: bool = True) -> Context:
+    """A ``sqlmesh.Context`` for this project and data home."""
+    activate()
+    quiet_logs()
+    exact_writes.enable()
+    from sqlmesh import Context
+
+    return Context(paths=str(project_root()), gateway=gateway, load=load)
+
+
+def spark_of(context: Context) -> SparkSession:
+    """The SparkSession behind the context's engine adapter (created on first use)."""
+    adapter = context.engine_adapter
+    spark = getattr(adapter, "spark", None)
+    if spark is None:
+        raise RuntimeError(f"gateway {context.selected_gateway!r} is not a Spark connection")
+    return spark
+
+
+def home() -> DataHome:
+    return activate()

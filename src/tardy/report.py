@@ -1,0 +1,107 @@
+"""The readable summary of a data home: rows per layer, lateness, quarantine, weekly totals."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from pyspark.sql import SparkSession
+from rich.console import Console
+from rich.table import Table
+
+from tardy.ingest import BRONZE_TABLE
+
+LAYERS = (
+    BRONZE_TABLE,
+    "silver.sales_transactions",
+    "silver.sales_quarantine",
+    "gold.daily_store_revenue",
+    "gold.weekly_store_revenue",
+    "gold.monthly_store_revenue",
+    "gold.store_features",
+)
+
+
+@dataclass
+class Summary:
+    rows: dict[str, int]
+    lateness: dict[str, object]
+    quarantined: dict[str, int]
+    weekly: list[dict[str, object]]
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def summarize(spark: SparkSession, grace_days: int) -> Summary:
+    rows = {table: spark.table(table).count() for table in LAYERS}
+    late = spark.sql(
+        f"""
+        SELECT
+          COUNT(*) AS records,
+          COUNT_IF(arrival_date > CAST(event_ts AS DATE)) AS late,
+          COUNT_IF(DATEDIFF(arrival_date, CAST(event_ts AS DATE)) > {grace_days}) AS beyond_grace,
+          PERCENTILE(UNIX_SECONDS(arrival_ts) - UNIX_SECONDS(event_ts), 0.95) / 3600 AS p95_h
+        FROM {BRONZE_TABLE}
+        WHERE event_ts IS NOT NULL AND event_ts <= arrival_ts
+        """
+    ).first()
+    records = int(late.records) or 1
+    lateness = {
+        "records_with_event_ts": int(late.records),
+        "late_share": round(int(late.late) / records, 4),
+        "beyond_grace_share": round(int(late.beyond_grace) / records, 4),
+        "grace_days": grace_days,
+        "p95_lag_hours": round(float(late.p95_h or 0), 1),
+    }
+    quarantined = {
+        row.reason: int(row.n)
+        for row in spark.sql(
+            "SELECT reason, COUNT(*) AS n FROM silver.sales_quarantine "
+            "GROUP BY reason ORDER BY reason"
+        ).collect()
+    }
+    weekly = [
+        {
+            "week_start": row.week_start.isoformat(),
+            "transactions": int(row.transactions),
+            "revenue": str(row.revenue),
+        }
+        for row in spark.sql(
+            """
+            SELECT week_start, SUM(transactions) AS transactions, SUM(revenue) AS revenue
+            FROM gold.weekly_store_revenue GROUP BY week_start ORDER BY week_start
+            """
+        ).collect()
+    ]
+    return Summary(rows, lateness, quarantined, weekly)
+
+
+def render(summary: Summary, console: Console) -> None:
+    layers = Table(title="Rows per layer")
+    layers.add_column("table")
+    layers.add_column("rows", justify="right")
+    for table, count in summary.rows.items():
+        layers.add_row(table, f"{count:,}")
+    console.print(layers)
+
+    lat = summary.lateness
+    console.print(
+        f"Late arrivals: [bold]{lat['late_share']:.1%}[/] of {lat['records_with_event_ts']:,} "
+        f"records arrived after their event day; [bold]{lat['beyond_grace_share']:.2%}[/] "
+        f"beyond the {lat['grace_days']}-day grace window (p95 lag {lat['p95_lag_hours']} h)."
+    )
+
+    quarantine = Table(title="Quarantined by reason")
+    quarantine.add_column("reason")
+    quarantine.add_column("rows", justify="right")
+    for reason, count in summary.quarantined.items():
+        quarantine.add_row(reason, f"{count:,}")
+    console.print(quarantine)
+
+    weekly = Table(title="Gold revenue by week (all stores)")
+    weekly.add_column("week")
+    weekly.add_column("transactions", justify="right")
+    weekly.add_column("revenue", justify="right")
+    for week in summary.weekly:
+        weekly.add_row(str(week["week_start"]), f"{week['transactions']:,}", str(week["revenue"]))
+    console.print(weekly)
