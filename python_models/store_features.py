@@ -8,6 +8,7 @@ from __future__ import annotations
 import typing as t
 from datetime import datetime, timedelta
 
+from sqlglot import parse_one
 from sqlmesh import ExecutionContext, model
 from sqlmesh.core.model.kind import ModelKindName
 
@@ -49,8 +50,8 @@ WINDOW_DAYS = 28
         "active_days_28d": "Days with at least one sale among the 28",
     },
     audits=[
-        ("not_null", {"columns": "(feature_date, store_id, revenue_28d)"}),
-        ("unique_combination_of_columns", {"columns": "(feature_date, store_id)"}),
+        ("not_null", {"columns": parse_one("(feature_date, store_id, revenue_28d)")}),
+        ("unique_combination_of_columns", {"columns": parse_one("(feature_date, store_id)")}),
     ],
     description=(
         "Rolling store features for forecasting. A change to a day's revenue changes the "
@@ -71,28 +72,29 @@ def execute(
         context.spark.table(context.resolve_table("gold.daily_store_revenue"))
         .where(F.col("event_date").between(first - timedelta(days=WINDOW_DAYS - 1), last))
         .select("event_date", "store_id", "revenue", "transactions")
+        .alias("d")
     )
     days = context.spark.sql(
         f"SELECT explode(sequence(DATE'{first}', DATE'{last}', INTERVAL 1 DAY)) AS feature_date"
     )
-    spine = days.crossJoin(daily.select("store_id").distinct())
+    spine = days.crossJoin(daily.select("store_id").distinct()).alias("s")
     joined = spine.join(
         daily,
-        (daily.store_id == spine.store_id)
-        & daily.event_date.between(
-            F.date_sub(spine.feature_date, WINDOW_DAYS - 1), spine.feature_date
+        (F.col("d.store_id") == F.col("s.store_id"))
+        & F.col("d.event_date").between(
+            F.date_sub(F.col("s.feature_date"), WINDOW_DAYS - 1), F.col("s.feature_date")
         ),
     )
-    age = F.datediff(spine.feature_date, daily.event_date)
+    age = F.datediff(F.col("s.feature_date"), F.col("d.event_date"))
 
     def window_sum(column: str, days: int) -> t.Any:
-        return F.sum(F.when(age < days, daily[column]).otherwise(0))
+        return F.sum(F.when(age < days, F.col(f"d.{column}")).otherwise(0))
 
     revenue_28d = window_sum("revenue", 28).cast("decimal(18,2)")
     transactions_28d = window_sum("transactions", 28).cast("bigint")
     # An empty result is still returned (never yielded nothing), so that the interval is
     # replaced by it: SQLMesh skips the write when a Python model yields no DataFrame.
-    return joined.groupBy(spine.feature_date, spine.store_id).agg(
+    return joined.groupBy(F.col("s.feature_date"), F.col("s.store_id")).agg(
         window_sum("revenue", 1).cast("decimal(18,2)").alias("revenue_1d"),
         window_sum("revenue", 7).cast("decimal(18,2)").alias("revenue_7d"),
         revenue_28d.alias("revenue_28d"),
@@ -101,5 +103,5 @@ def execute(
         F.when(transactions_28d > 0, revenue_28d / transactions_28d)
         .cast("decimal(18,2)")
         .alias("avg_ticket_28d"),
-        F.count_distinct(daily.event_date).cast("int").alias("active_days_28d"),
+        F.count_distinct(F.col("d.event_date")).cast("int").alias("active_days_28d"),
     )

@@ -1,0 +1,54 @@
+-- Every bronze row accounted to the interval (by @report_date(), the rule
+-- silver.sales_quarantine uses) ends up in exactly one place:
+--   bronze rows = silver rows + superseded rows + quarantined rows
+-- superseded = valid rows of the interval that are not a surviving winner (duplicates,
+-- superseded versions, voids and voided sales), ranked over ALL valid rows of their key with
+-- the shared @version_rank. A valid row is accounted to its event date, a silver row to its
+-- winner's event date, so date-moving corrections balance on both days.
+-- Returns one row (and fails) when the equation does not hold for the interval.
+-- Reads silver.sales_quarantine: the model lists it in depends_on so that it is computed first.
+AUDIT (
+  name reconciles_with_bronze,
+  blocking TRUE
+);
+
+WITH bronze_rows AS (
+  SELECT @report_date() AS report_date
+  FROM bronze.pos_events
+  WHERE arrival_date >= @start_date -- report_date <= arrival_date: partition pruning only
+), bronze_counts AS (
+  SELECT COUNT(*) AS bronze_rows
+  FROM bronze_rows
+  WHERE report_date BETWEEN @start_date AND @end_date
+), valid_rows AS (
+  SELECT
+    CAST(event_ts AS DATE) AS event_date,
+    record_type,
+    @version_rank(@natural_key()) AS version_rank
+  FROM bronze.pos_events
+  WHERE @invalid_reason() IS NULL
+), superseded_counts AS (
+  SELECT COUNT(*) AS superseded_rows
+  FROM valid_rows
+  WHERE event_date BETWEEN @start_date AND @end_date
+    AND (version_rank > 1 OR record_type = 'void')
+), silver_counts AS (
+  SELECT COUNT(*) AS silver_rows
+  FROM @this_model
+), quarantine_counts AS (
+  SELECT COUNT(*) AS quarantined_rows
+  FROM silver.sales_quarantine
+  WHERE report_date BETWEEN @start_date AND @end_date
+)
+SELECT
+  CAST(@start_date AS DATE) AS interval_start,
+  CAST(@end_date AS DATE) AS interval_end,
+  b.bronze_rows,
+  s.silver_rows,
+  x.superseded_rows,
+  q.quarantined_rows
+FROM bronze_counts AS b
+CROSS JOIN silver_counts AS s
+CROSS JOIN superseded_counts AS x
+CROSS JOIN quarantine_counts AS q
+WHERE b.bronze_rows <> s.silver_rows + x.superseded_rows + q.quarantined_rows

@@ -1,0 +1,51 @@
+MODEL (
+  name gold.weekly_store_revenue,
+  kind INCREMENTAL_BY_TIME_RANGE (
+    time_column week_start,
+    -- = the grace window (@grace_days = 3, variables.grace_days in config.yaml) + 6 days, so
+    -- that every daily run recomputes each week that holds a day of the grace window. A
+    -- literal here: keep it in step with the grace window.
+    lookback 9
+  ),
+  grain (week_start, store_id),
+  audits (
+    unique_combination_of_columns(columns := (week_start, store_id)),
+    not_null(columns := (week_start, week_end, store_id, transactions, items, revenue)),
+    non_negative_amounts(columns := (transactions, items, revenue)),
+    reconciles_with_daily(unit := 'week', period_column := week_start)
+  ),
+  description 'Revenue per store and ISO week (Monday to Sunday), rolled up from gold.daily_store_revenue. An interval computes the weeks whose Monday lies in it, reading the daily rows of those whole weeks (up to 6 days past the interval end). A week is only rebuilt when its Monday is in the interval: a restatement must start on the Monday of the first impacted week.',
+  column_descriptions (
+    week_start = 'Monday of the week',
+    week_end = 'Sunday of the week',
+    store_id = 'Store',
+    days_with_sales = 'Number of days of the week with at least one transaction',
+    transactions = 'Number of transactions',
+    items = 'Units sold',
+    revenue = 'Sum of net_amount'
+  )
+);
+
+WITH daily AS (
+  SELECT
+    @period_start('week', event_date) AS week_start,
+    event_date,
+    store_id,
+    transactions,
+    items,
+    revenue
+  FROM gold.daily_store_revenue
+  -- The whole weeks starting in the interval: up to the Sunday of the last one.
+  WHERE event_date BETWEEN @start_date AND @period_end('week', @end_date)
+)
+SELECT
+  CAST(week_start AS DATE) AS week_start,
+  @period_end('week', week_start) AS week_end,
+  CAST(store_id AS INT) AS store_id,
+  CAST(COUNT(DISTINCT CASE WHEN transactions > 0 THEN event_date END) AS INT) AS days_with_sales,
+  CAST(SUM(transactions) AS BIGINT) AS transactions,
+  CAST(SUM(items) AS BIGINT) AS items,
+  CAST(SUM(revenue) AS DECIMAL(18, 2)) AS revenue
+FROM daily
+WHERE week_start BETWEEN @start_date AND @end_date
+GROUP BY week_start, store_id
