@@ -66,7 +66,8 @@ def run_demo(
     console.print(_landed(late_landing, late_ingest))
 
     console.rule("4. sqlmesh run (absorbs late data inside the grace window)")
-    context.run("prod", end=final_clock, execution_time=final_clock)  # type: ignore[attr-defined]
+    last_day = (final_clock - timedelta(days=1)).date().isoformat()  # inclusive, whole day
+    context.run("prod", end=last_day, execution_time=final_clock)  # type: ignore[attr-defined]
 
     with console.status("Summarising"):
         summary = summarize(spark, grace_days)

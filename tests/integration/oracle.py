@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -142,6 +142,8 @@ def silver(recs: pd.DataFrame) -> pd.DataFrame:
     )
     winners = valid.drop_duplicates("transaction_id", keep="first")
     winners = winners[winners["record_type"] != "void"].copy()
+    for column in ("store_id", "product_id", "quantity"):
+        winners[column] = winners[column].astype(int)
     winners["net_amount"] = [
         q * p - d
         for q, p, d in zip(winners.quantity, winners.unit_price, winners.discount, strict=True)
@@ -179,3 +181,22 @@ def rollup(day: pd.DataFrame, unit: str) -> pd.DataFrame:
 
 def quarantine_counts(recs: pd.DataFrame) -> dict[str, int]:
     return recs[~recs["valid"]].groupby("reason").size().to_dict()
+
+
+def features(day: pd.DataFrame, first: date, last: date) -> dict:
+    """(feature_date, store) -> (revenue_7d, revenue_28d, transactions_28d) over the days
+    with a sale in the 28 days ending on feature_date."""
+    rows = day.reset_index()
+    out = {}
+    current = first
+    while current <= last:
+        window = rows[(rows.event_date <= current) & (rows.event_date > current - timedelta(28))]
+        for store, group in window.groupby("store_id"):
+            week = group[group.event_date > current - timedelta(7)]
+            out[(current, int(store))] = (
+                sum(week.revenue, Decimal("0.00")),
+                sum(group.revenue, Decimal("0.00")),
+                int(group.transactions.sum()),
+            )
+        current += timedelta(days=1)
+    return out

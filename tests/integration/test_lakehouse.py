@@ -6,6 +6,9 @@ The tests of this module share one timeline and run in file order.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
@@ -13,20 +16,28 @@ from decimal import Decimal
 from pathlib import Path
 
 import oracle
+import pandas as pd
 import pytest
 
 from tardy import exact_writes
+from tardy.fingerprint import fingerprints
+from tardy.home import project_root
 from tardy.ingest import ingest
-from tardy.simulate import SimulationConfig, simulate
+from tardy.simulate import SimulationConfig, arrival_dir_name, simulate
 
-CONFIG = SimulationConfig(seed=11, stores=3, days=21, transactions_per_store_day=40)
-PLAN_AFTER_DAYS = 10
+CONFIG = SimulationConfig(seed=11, stores=3, days=14, transactions_per_store_day=40)
+PLAN_AFTER_DAYS = 7
 GRACE_DAYS = 3
 BIN = Path(sys.executable).parent
 
 
 def midnight(day: date) -> datetime:
     return datetime.combine(day, time(0), tzinfo=UTC)
+
+
+def last_complete_day(clock: datetime) -> str:
+    """SQLMesh reads a date-only `end` as inclusive of that whole day."""
+    return (clock - timedelta(days=1)).date().isoformat()
 
 
 @dataclass
@@ -69,7 +80,7 @@ def timeline(context, spark, data_home) -> Timeline:
     while clock.date() <= CONFIG.last_day:
         previous, clock = clock, clock + timedelta(days=1)
         land_and_ingest(spark, data_home, timeline, clock)
-        context.run("prod", end=clock, execution_time=clock)
+        context.run("prod", end=last_complete_day(clock), execution_time=clock)
         first = previous.date() - timedelta(days=GRACE_DAYS)
         timeline.builds.append(
             Build(clock, first, clock.date() - timedelta(days=1), frozenset(timeline.files))
@@ -141,3 +152,192 @@ def test_late_data_beyond_grace_is_exactly_what_prod_lacks(
         assert on(expected_daily(timeline.cutoff_files(day) | later, data_home.landing), day) == on(
             everything, day
         )
+
+
+# --- after a stock restatement, prod equals the recomputation and a full rebuild -------------
+
+
+def restatement_start(day: date) -> date:
+    """Weekly and monthly rollups rebuild a period only from its first day (see their models)."""
+    return min(day - timedelta(days=day.weekday()), day.replace(day=1))
+
+
+def restate_bronze(context, first_day: date, clock: datetime) -> None:
+    """Stock `sqlmesh plan --restate-model bronze.pos_events --start .. --end ..`."""
+    context.plan(
+        "prod",
+        restate_models=["bronze.pos_events"],
+        start=restatement_start(first_day).isoformat(),
+        end=last_complete_day(clock),
+        execution_time=clock,
+        auto_apply=True,
+        no_prompts=True,
+    )
+
+
+def assert_prod_equals_recomputation(spark, files, landing: Path) -> None:
+    recs = oracle.records(sorted(files), landing)
+    sil = oracle.silver(recs)
+    actual_silver = spark.table("silver.sales_transactions").toPandas().set_index("transaction_id")
+    columns = ["event_date", "store_id", "quantity", "unit_price", "discount", "net_amount"]
+    pd.testing.assert_frame_equal(
+        actual_silver.sort_index()[columns + ["record_type"]],
+        sil[columns + ["record_type"]].astype(actual_silver[columns + ["record_type"]].dtypes),
+        check_names=False,
+    )
+    assert list(actual_silver.sort_index().source_record_id) == list(sil.record_id)
+
+    quarantined = {
+        r.reason: r.n
+        for r in spark.sql(
+            "SELECT reason, COUNT(*) AS n FROM silver.sales_quarantine GROUP BY reason"
+        ).collect()
+    }
+    assert quarantined == oracle.quarantine_counts(recs)
+
+    day = oracle.daily(sil)
+    assert actual_daily(spark) == {
+        k: (int(r.transactions), int(r["items"]), r.revenue) for k, r in day.iterrows()
+    }
+    for unit, table, column in (
+        ("week", "gold.weekly_store_revenue", "week_start"),
+        ("month", "gold.monthly_store_revenue", "month_start"),
+    ):
+        expected = {
+            k: (int(r.transactions), int(r["items"]), r.revenue)
+            for k, r in oracle.rollup(day, unit).iterrows()
+        }
+        actual = {
+            (r[column], r.store_id): (r.transactions, r["items"], r.revenue)
+            for r in spark.table(table).collect()
+        }
+        assert actual == expected, table
+
+    features = {
+        (r.feature_date, r.store_id): (r.revenue_7d, r.revenue_28d, r.transactions_28d)
+        for r in spark.table("gold.store_features").collect()
+    }
+    assert features == oracle.features(day, CONFIG.start, CONFIG.last_day)
+
+
+@pytest.fixture(scope="module")
+def restated(timeline: Timeline, context, spark, data_home) -> dict:
+    actual = actual_daily(spark)
+    everything = expected_daily(timeline.files, data_home.landing)
+    stale = [k[0] for k in set(actual) | set(everything) if actual.get(k) != everything.get(k)]
+    restate_bronze(context, min(stale), timeline.builds[-1].clock)
+    return {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
+
+
+def test_stock_restatement_makes_prod_equal_the_recomputation(
+    restated: dict, timeline: Timeline, spark, data_home
+) -> None:
+    assert_prod_equals_recomputation(spark, timeline.files, data_home.landing)
+
+
+def test_restating_again_leaves_every_table_identical(
+    restated: dict, timeline: Timeline, context, spark
+) -> None:
+    restate_bronze(context, CONFIG.start, timeline.builds[-1].clock)
+    again = {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
+    assert again == restated
+    assert all(fp["rows"] > 0 for fp in restated.values())
+
+
+def _cli(home: Path, *args: str) -> str:
+    env = {**os.environ, "TARDY_HOME": str(home)}
+    done = subprocess.run(
+        args, cwd=project_root(), env=env, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, f"{args}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def test_full_rebuild_in_a_second_home_has_the_same_content(
+    restated: dict, timeline: Timeline, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The stock CLIs, in fresh processes and a fresh data home: simulate, ingest, plan."""
+    home = tmp_path_factory.mktemp("second_home")
+    clock = timeline.builds[-1].clock
+    _cli(
+        home,
+        str(BIN / "tardy"),
+        "simulate",
+        f"--seed={CONFIG.seed}",
+        f"--stores={CONFIG.stores}",
+        f"--days={CONFIG.days}",
+        f"--transactions-per-store-day={CONFIG.transactions_per_store_day}",
+        f"--through={clock.isoformat()}",
+    )
+    _cli(home, str(BIN / "tardy"), "ingest")
+    _cli(
+        home,
+        str(BIN / "sqlmesh"),
+        "plan",
+        "--auto-apply",
+        "--no-prompts",
+        "--skip-tests",
+        f"--execution-time={clock.date().isoformat()}",
+    )
+    rebuilt = json.loads(_cli(home, str(BIN / "tardy"), "fingerprint", "--json"))
+    assert rebuilt == restated
+    assert (home / "state.duckdb").is_file() and (home / "warehouse").is_dir()
+
+
+# --- exact interval writes: a void that empties a day, a correction that moves a day ---------
+
+
+def test_void_and_date_moving_correction_leave_no_stale_rows(
+    restated: dict, timeline: Timeline, context, spark, data_home
+) -> None:
+    clock = timeline.builds[-1].clock
+    emptied, store = CONFIG.start + timedelta(days=2), 1
+    voided = spark.sql(
+        f"SELECT * FROM silver.sales_transactions WHERE event_date = DATE'{emptied}' "
+        f"AND store_id = {store}"
+    ).collect()
+    moved = spark.sql(
+        f"SELECT * FROM silver.sales_transactions WHERE event_date = DATE'{CONFIG.start}' "
+        "ORDER BY transaction_id LIMIT 1"
+    ).first()
+    assert voided and moved
+    target_day = CONFIG.start + timedelta(days=4)
+
+    def line(row, record_type: str, event_ts: datetime) -> str:
+        return json.dumps(
+            {
+                "transaction_id": row.transaction_id,
+                "record_type": record_type,
+                "store_id": row.store_id,
+                "product_id": row.product_id,
+                "quantity": row.quantity,
+                "unit_price": float(row.unit_price),
+                "discount": float(row.discount),
+                "event_ts": event_ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        )
+
+    batch = data_home.landing / "pos" / arrival_dir_name(clock - timedelta(hours=1))
+    batch.mkdir(parents=True, exist_ok=True)
+    path = batch / "manual-corrections.jsonl"
+    path.write_text(
+        "\n".join(
+            [line(r, "void", r.event_ts) for r in voided]
+            + [line(moved, "correction", datetime.combine(target_day, time(12)))]
+        )
+        + "\n"
+    )
+    assert ingest(spark, data_home.landing).files_ingested == 1
+    restate_bronze(context, CONFIG.start, clock)
+
+    assert actual_daily(spark).get((emptied, store)) is None
+    assert not spark.sql(
+        f"SELECT 1 FROM silver.sales_transactions WHERE event_date = DATE'{emptied}' "
+        f"AND store_id = {store}"
+    ).collect()
+    where = spark.sql(
+        "SELECT event_date FROM silver.sales_transactions "
+        f"WHERE transaction_id = '{moved.transaction_id}'"
+    ).collect()
+    assert [r.event_date for r in where] == [target_day]
+    assert_prod_equals_recomputation(spark, timeline.files | {path}, data_home.landing)
