@@ -25,7 +25,7 @@ WITH rollup AS (
     SUM(revenue) AS revenue
   FROM gold.daily_store_revenue
   WHERE event_date BETWEEN @start_date AND @period_end(@unit, @end_date)
-    AND @period_start(@unit, event_date) BETWEEN @start_date AND @end_date
+    AND @period_first_day(@unit, event_date) BETWEEN @start_date AND @end_date
   GROUP BY @period_start(@unit, event_date), store_id
 )
 SELECT

@@ -49,3 +49,15 @@ def period_start(evaluator: MacroEvaluator, unit: exp.Expr, value: exp.Expr) -> 
 def period_end(evaluator: MacroEvaluator, unit: exp.Expr, value: exp.Expr) -> exp.Expr:
     """The last day of the week (Sunday) or month containing the date ``value``."""
     return _fill(_PERIOD_END[_unit(unit)], value)
+
+
+@macro()
+def period_first_day(evaluator: MacroEvaluator, unit: exp.Expr, value: exp.Expr) -> exp.Expr:
+    """The first day of the period containing ``value`` that the project covers: the period's
+    start, or the project start (variable ``tardy_start``) for the period holding it. A rollup
+    keyed on it by time never drops the partial first week or month of the data."""
+    project_start = evaluator.var("tardy_start")
+    if not project_start:
+        raise ValueError("variable tardy_start is not set (config.yaml, from TARDY_START)")
+    start = exp.cast(exp.Literal.string(str(project_start)), exp.DataType.build("date"))
+    return exp.func("GREATEST", _fill(_PERIOD_START[_unit(unit)], value), start)

@@ -1,7 +1,7 @@
 MODEL (
   name gold.monthly_store_revenue,
   kind INCREMENTAL_BY_TIME_RANGE (
-    time_column month_start,
+    time_column first_day,
     -- = the grace window (@grace_days = 3, variables.grace_days in config.yaml) + 30 days, so
     -- that every daily run recomputes each month that holds a day of the grace window. A
     -- literal here: keep it in step with the grace window.
@@ -14,8 +14,9 @@ MODEL (
     non_negative_amounts(columns := (transactions, items, revenue)),
     reconciles_with_daily(unit := 'month', period_column := month_start)
   ),
-  description 'Revenue per store and calendar month, rolled up from gold.daily_store_revenue. An interval computes the months whose first day lies in it, reading the daily rows of those whole months (up to the end of the last one). A month is only rebuilt when its first day is in the interval: a restatement must start on the first day of the first impacted month.',
+  description 'Revenue per store and calendar month, rolled up from gold.daily_store_revenue. An interval computes the months whose first_day (the 1st, or the project start for the partial first month) lies in it, reading the daily rows of those whole months (up to the end of the last one). A month is only rebuilt when its first_day is in the interval: a restatement must start on the first_day of the first impacted month.',
   column_descriptions (
+    first_day = 'First day of the month that the data covers: month_start, or the project start (TARDY_START) for the month holding it. The time column: a restatement rebuilds a month when its first_day is in the range',
     month_start = 'First day of the month',
     month_end = 'Last day of the month',
     store_id = 'Store',
@@ -29,6 +30,7 @@ MODEL (
 WITH daily AS (
   SELECT
     @period_start('month', event_date) AS month_start,
+    @period_first_day('month', event_date) AS first_day,
     event_date,
     store_id,
     transactions,
@@ -39,6 +41,7 @@ WITH daily AS (
   WHERE event_date BETWEEN @start_date AND @period_end('month', @end_date)
 )
 SELECT
+  CAST(first_day AS DATE) AS first_day,
   CAST(month_start AS DATE) AS month_start,
   @period_end('month', month_start) AS month_end,
   CAST(store_id AS INT) AS store_id,
@@ -47,5 +50,5 @@ SELECT
   CAST(SUM(items) AS BIGINT) AS items,
   CAST(SUM(revenue) AS DECIMAL(18, 2)) AS revenue
 FROM daily
-WHERE month_start BETWEEN @start_date AND @end_date
-GROUP BY month_start, store_id
+WHERE first_day BETWEEN @start_date AND @end_date
+GROUP BY first_day, month_start, store_id

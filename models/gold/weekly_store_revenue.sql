@@ -1,7 +1,7 @@
 MODEL (
   name gold.weekly_store_revenue,
   kind INCREMENTAL_BY_TIME_RANGE (
-    time_column week_start,
+    time_column first_day,
     -- = the grace window (@grace_days = 3, variables.grace_days in config.yaml) + 6 days, so
     -- that every daily run recomputes each week that holds a day of the grace window. A
     -- literal here: keep it in step with the grace window.
@@ -14,8 +14,9 @@ MODEL (
     non_negative_amounts(columns := (transactions, items, revenue)),
     reconciles_with_daily(unit := 'week', period_column := week_start)
   ),
-  description 'Revenue per store and ISO week (Monday to Sunday), rolled up from gold.daily_store_revenue. An interval computes the weeks whose Monday lies in it, reading the daily rows of those whole weeks (up to 6 days past the interval end). A week is only rebuilt when its Monday is in the interval: a restatement must start on the Monday of the first impacted week.',
+  description 'Revenue per store and ISO week (Monday to Sunday), rolled up from gold.daily_store_revenue. An interval computes the weeks whose first_day (the Monday, or the project start for the partial first week) lies in it, reading the daily rows of those whole weeks (up to 6 days past the interval end). A week is only rebuilt when its first_day is in the interval: a restatement must start on the first_day of the first impacted week.',
   column_descriptions (
+    first_day = 'First day of the week that the data covers: week_start, or the project start (TARDY_START) for the week holding it. The time column: a restatement rebuilds a week when its first_day is in the range',
     week_start = 'Monday of the week',
     week_end = 'Sunday of the week',
     store_id = 'Store',
@@ -29,6 +30,7 @@ MODEL (
 WITH daily AS (
   SELECT
     @period_start('week', event_date) AS week_start,
+    @period_first_day('week', event_date) AS first_day,
     event_date,
     store_id,
     transactions,
@@ -39,6 +41,7 @@ WITH daily AS (
   WHERE event_date BETWEEN @start_date AND @period_end('week', @end_date)
 )
 SELECT
+  CAST(first_day AS DATE) AS first_day,
   CAST(week_start AS DATE) AS week_start,
   @period_end('week', week_start) AS week_end,
   CAST(store_id AS INT) AS store_id,
@@ -47,5 +50,5 @@ SELECT
   CAST(SUM(items) AS BIGINT) AS items,
   CAST(SUM(revenue) AS DECIMAL(18, 2)) AS revenue
 FROM daily
-WHERE week_start BETWEEN @start_date AND @end_date
-GROUP BY week_start, store_id
+WHERE first_day BETWEEN @start_date AND @end_date
+GROUP BY first_day, week_start, store_id

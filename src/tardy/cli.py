@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import typing as t
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 from rich.console import Console
 
+from tardy.home import activate
 from tardy.simulate import SimulationConfig
 
 console = Console(stderr=False)
@@ -27,7 +27,6 @@ def _utc(text: str) -> datetime:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from tardy.home import activate
     from tardy.simulate import simulate
 
     overrides = {
@@ -53,8 +52,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from tardy.ingest import ingest
     from tardy.project import open_context, spark_of
 
-    context = open_context(args.gateway, load=False)
-    home = context_home()
+    context = open_context(args.gateway, load=False, progress_to_stderr=args.json)
+    home = activate()
     with err.status("Ingesting into bronze.pos_events"):
         result = ingest(spark_of(context), home.landing, [Path(p) for p in args.paths])
     if args.json:
@@ -77,20 +76,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def context_home() -> t.Any:
-    from tardy.home import activate
-
-    return activate()
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     from tardy.demo import run_demo
     from tardy.project import open_context
     from tardy.report import render
 
     with err.status("Starting Spark and loading the SQLMesh project"):
-        context = open_context(args.gateway)
-    result = run_demo(context, context_home(), console)
+        context = open_context(args.gateway, progress_to_stderr=args.json)
+    result = run_demo(context, activate(), err if args.json else console)
     if args.json:
         _print_json(result.summary.as_dict())
     else:
@@ -103,7 +96,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     from tardy.project import open_context, spark_of
     from tardy.report import render, summarize
 
-    context = open_context(args.gateway)
+    context = open_context(args.gateway, progress_to_stderr=args.json)
     summary = summarize(spark_of(context), int(context.config.variables.get("grace_days", 3)))
     if args.json:
         _print_json(summary.as_dict())
@@ -116,7 +109,7 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
     from tardy.fingerprint import fingerprints
     from tardy.project import open_context, spark_of
 
-    context = open_context(args.gateway)
+    context = open_context(args.gateway, progress_to_stderr=args.json)
     prints = fingerprints(context, spark_of(context))
     if args.json:
         _print_json({table: fp.as_dict() for table, fp in prints.items()})

@@ -26,12 +26,24 @@ def quiet_logs() -> None:
     os.environ.setdefault("PYSPARK_PIN_THREAD", "true")
 
 
-def open_context(gateway: str | None = None, *, load: bool = True) -> Context:
-    """A ``sqlmesh.Context`` for this project and data home."""
+def open_context(
+    gateway: str | None = None, *, load: bool = True, progress_to_stderr: bool = False
+) -> Context:
+    """A ``sqlmesh.Context`` for this project and data home.
+
+    ``progress_to_stderr`` sends SQLMesh's progress output to stderr, keeping stdout for a
+    command's JSON.
+    """
     activate()
     quiet_logs()
     exact_writes.enable()
     from sqlmesh import Context
+
+    if progress_to_stderr:
+        from rich.console import Console
+        from sqlmesh.core.console import configure_console
+
+        configure_console(console=Console(stderr=True))
 
     return Context(paths=str(project_root()), gateway=gateway, load=load)
 

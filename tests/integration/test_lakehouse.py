@@ -159,7 +159,7 @@ def test_late_data_beyond_grace_is_exactly_what_prod_lacks(
 
 def restatement_start(day: date) -> date:
     """Weekly and monthly rollups rebuild a period only from its first day (see their models)."""
-    return min(day - timedelta(days=day.weekday()), day.replace(day=1))
+    return max(CONFIG.start, min(day - timedelta(days=day.weekday()), day.replace(day=1)))
 
 
 def restate_bronze(context, first_day: date, clock: datetime) -> None:

@@ -1,0 +1,70 @@
+"""The two user-facing entry points, as a user runs them: fresh processes, a fresh data home."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from tardy.home import project_root
+
+BIN = Path(sys.executable).parent
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        args,
+        cwd=project_root(),
+        env={**os.environ, "TARDY_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, f"{args}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("demo_home")
+
+
+def test_demo_prints_the_summary_and_is_rerunnable(demo_home: Path) -> None:
+    first = run(demo_home, str(BIN / "tardy"), "demo", "--json")
+    summary = json.loads(first.stdout)
+    rows = summary["rows"]
+    assert rows["bronze.pos_events"] > rows["silver.sales_transactions"] > 0
+    assert rows["silver.sales_quarantine"] == sum(summary["quarantined"].values()) > 0
+    assert {"invalid_json", "negative_quantity", "event_after_arrival"} <= set(
+        summary["quarantined"]
+    )
+    assert 0 < summary["lateness"]["beyond_grace_share"] < summary["lateness"]["late_share"] < 1
+    weeks = summary["weekly"]
+    assert weeks and all(Decimal(w["revenue"]) > 0 for w in weeks)
+    assert first.stderr.strip()  # progress went to stderr, stdout held only the JSON
+
+    again = json.loads(run(demo_home, str(BIN / "tardy"), "demo", "--json").stdout)
+    assert again == summary
+
+
+def test_stock_sqlmesh_plan_dev_works_on_the_demo_home(demo_home: Path) -> None:
+    done = run(
+        demo_home,
+        str(BIN / "sqlmesh"),
+        "plan",
+        "dev",
+        "--auto-apply",
+        "--no-prompts",
+        "--skip-tests",
+        "--execution-time=2026-01-29",
+    )
+    assert "dev" in done.stdout
+    diff = run(
+        demo_home, str(BIN / "sqlmesh"), "table_diff", "prod:dev", "gold.daily_store_revenue"
+    )
+    assert "gold__dev" in diff.stdout and "Fully Matched" in diff.stdout, diff.stdout
