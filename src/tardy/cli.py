@@ -97,7 +97,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     from tardy.report import render, summarize
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
-    summary = summarize(spark_of(context), int(context.config.variables.get("grace_days", 3)))
+    summary = summarize(spark_of(context), int(context.config.variables["grace_days"]))
     if args.json:
         _print_json(summary.as_dict())
     else:

@@ -9,15 +9,20 @@ restated. Every step is idempotent, so the demo can run again on the same data h
 
 from __future__ import annotations
 
+import typing as t
 from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from rich.console import Console
 
 from tardy.home import DataHome
 from tardy.ingest import IngestResult, ingest
+from tardy.project import spark_of
 from tardy.report import Summary, summarize
 from tardy.simulate import SimulationConfig, SimulationResult, simulate
+
+if t.TYPE_CHECKING:
+    from sqlmesh import Context
 
 
 @dataclass
@@ -29,24 +34,22 @@ class DemoResult:
     summary: Summary
 
 
-def midnight(day: object) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=UTC)  # type: ignore[arg-type]
+def midnight(day: date) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=UTC)
 
 
 def run_demo(
-    context: object,
+    context: Context,
     home: DataHome,
     console: Console,
     config: SimulationConfig | None = None,
     first_days: int = 14,
 ) -> DemoResult:
-    from tardy.project import spark_of
-
     config = config or SimulationConfig()
-    spark = spark_of(context)  # type: ignore[arg-type]
+    spark = spark_of(context)
     first_clock = midnight(config.start + timedelta(days=first_days))
     final_clock = midnight(config.last_day + timedelta(days=1))
-    grace_days = int(context.config.variables.get("grace_days", 3))  # type: ignore[attr-defined]
+    grace_days = int(context.config.variables["grace_days"])
 
     console.rule(f"1. Land and ingest the batches delivered by {first_clock:%Y-%m-%d %H:%M}Z")
     first_landing = simulate(config, home.landing, through=first_clock)
@@ -55,9 +58,7 @@ def run_demo(
     console.print(_landed(first_landing, first_ingest))
 
     console.rule("2. sqlmesh plan prod")
-    context.plan(  # type: ignore[attr-defined]
-        "prod", execution_time=first_clock, auto_apply=True, no_prompts=True
-    )
+    context.plan("prod", execution_time=first_clock, auto_apply=True, no_prompts=True)
 
     console.rule(f"3. Land the late and corrected batches delivered by {final_clock:%Y-%m-%d}")
     late_landing = simulate(config, home.landing, through=final_clock)
@@ -67,7 +68,7 @@ def run_demo(
 
     console.rule("4. sqlmesh run (absorbs late data inside the grace window)")
     last_day = (final_clock - timedelta(days=1)).date().isoformat()  # inclusive, whole day
-    context.run("prod", end=last_day, execution_time=final_clock)  # type: ignore[attr-defined]
+    context.run("prod", end=last_day, execution_time=final_clock)
 
     with console.status("Summarising"):
         summary = summarize(spark, grace_days)

@@ -12,7 +12,7 @@ import os
 import typing as t
 
 from tardy import exact_writes
-from tardy.home import DataHome, activate, project_root
+from tardy.home import activate, project_root
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,13 +37,13 @@ def open_context(
     activate()
     quiet_logs()
     exact_writes.enable()
+    # SQLMesh's default console outside its own CLI prints nothing; its CI console ignores the
+    # stream it is given. A terminal console on the chosen stream shows plans and progress.
+    from rich.console import Console
     from sqlmesh import Context
+    from sqlmesh.core.console import TerminalConsole, set_console
 
-    if progress_to_stderr:
-        from rich.console import Console
-        from sqlmesh.core.console import configure_console
-
-        configure_console(console=Console(stderr=True))
+    set_console(TerminalConsole(console=Console(stderr=progress_to_stderr)))
 
     return Context(paths=str(project_root()), gateway=gateway, load=load)
 
@@ -55,7 +55,3 @@ def spark_of(context: Context) -> SparkSession:
     if spark is None:
         raise RuntimeError(f"gateway {context.selected_gateway!r} is not a Spark connection")
     return spark
-
-
-def home() -> DataHome:
-    return activate()
