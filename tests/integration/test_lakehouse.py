@@ -287,57 +287,93 @@ def test_full_rebuild_in_a_second_home_has_the_same_content(
 # --- exact interval writes: a void that empties a day, a correction that moves a day ---------
 
 
-def test_void_and_date_moving_correction_leave_no_stale_rows(
+def _line(row, record_type: str, event_ts: datetime) -> str:
+    return json.dumps(
+        {
+            "transaction_id": row.transaction_id,
+            "record_type": record_type,
+            "store_id": row.store_id,
+            "product_id": row.product_id,
+            "quantity": row.quantity,
+            "unit_price": float(row.unit_price),
+            "discount": float(row.discount),
+            "event_ts": event_ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+    )
+
+
+def empty_a_day(spark, data_home, day: date, to_day: date, clock: datetime) -> tuple[Path, str]:
+    """Land a batch that voids every transaction of `day` but one, and moves that one to
+    `to_day` with a correction: after it, `day` has no sale at all. Returns the file and the
+    moved transaction id."""
+    rows = spark.sql(
+        f"SELECT * FROM silver.sales_transactions WHERE event_date = DATE'{day}' "
+        "ORDER BY transaction_id"
+    ).collect()
+    assert len(rows) > 1
+    moved, voided = rows[0], rows[1:]
+    batch = data_home.landing / "pos" / arrival_dir_name(clock - timedelta(hours=1))
+    batch.mkdir(parents=True, exist_ok=True)
+    path = batch / f"manual-{day}.jsonl"
+    lines = [_line(r, "void", r.event_ts) for r in voided]
+    lines.append(_line(moved, "correction", datetime.combine(to_day, time(12))))
+    path.write_text("\n".join(lines) + "\n")
+    assert ingest(spark, data_home.landing).files_ingested == 1
+    return path, moved.transaction_id
+
+
+def rows_on(spark, table: str, column: str, day: date) -> int:
+    return spark.sql(f"SELECT 1 FROM {table} WHERE {column} = DATE'{day}'").count()
+
+
+def days_of_transaction(spark, transaction_id: str) -> list[date]:
+    return [
+        r.event_date
+        for r in spark.sql(
+            "SELECT event_date FROM silver.sales_transactions "
+            f"WHERE transaction_id = '{transaction_id}'"
+        ).collect()
+    ]
+
+
+def test_void_emptying_a_day_and_date_moving_correction_leave_no_stale_rows(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
     clock = timeline.builds[-1].clock
-    emptied, store = CONFIG.start + timedelta(days=2), 1
-    voided = spark.sql(
-        f"SELECT * FROM silver.sales_transactions WHERE event_date = DATE'{emptied}' "
-        f"AND store_id = {store}"
-    ).collect()
-    moved = spark.sql(
-        f"SELECT * FROM silver.sales_transactions WHERE event_date = DATE'{CONFIG.start}' "
-        "ORDER BY transaction_id LIMIT 1"
-    ).first()
-    assert voided and moved
-    target_day = CONFIG.start + timedelta(days=4)
-
-    def line(row, record_type: str, event_ts: datetime) -> str:
-        return json.dumps(
-            {
-                "transaction_id": row.transaction_id,
-                "record_type": record_type,
-                "store_id": row.store_id,
-                "product_id": row.product_id,
-                "quantity": row.quantity,
-                "unit_price": float(row.unit_price),
-                "discount": float(row.discount),
-                "event_ts": event_ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-        )
-
-    batch = data_home.landing / "pos" / arrival_dir_name(clock - timedelta(hours=1))
-    batch.mkdir(parents=True, exist_ok=True)
-    path = batch / "manual-corrections.jsonl"
-    path.write_text(
-        "\n".join(
-            [line(r, "void", r.event_ts) for r in voided]
-            + [line(moved, "correction", datetime.combine(target_day, time(12)))]
-        )
-        + "\n"
-    )
-    assert ingest(spark, data_home.landing).files_ingested == 1
+    day, to_day = CONFIG.start + timedelta(days=2), CONFIG.start + timedelta(days=4)
+    path, moved = empty_a_day(spark, data_home, day, to_day, clock)
+    timeline.files.add(path)
     restate_bronze(context, CONFIG.start, clock)
 
-    assert actual_daily(spark).get((emptied, store)) is None
-    assert not spark.sql(
-        f"SELECT 1 FROM silver.sales_transactions WHERE event_date = DATE'{emptied}' "
-        f"AND store_id = {store}"
-    ).collect()
-    where = spark.sql(
-        "SELECT event_date FROM silver.sales_transactions "
-        f"WHERE transaction_id = '{moved.transaction_id}'"
-    ).collect()
-    assert [r.event_date for r in where] == [target_day]
-    assert_prod_equals_recomputation(spark, timeline.files | {path}, data_home.landing)
+    assert rows_on(spark, "silver.sales_transactions", "event_date", day) == 0
+    assert rows_on(spark, "gold.daily_store_revenue", "event_date", day) == 0
+    assert days_of_transaction(spark, moved) == [to_day]
+    assert_prod_equals_recomputation(spark, timeline.files, data_home.landing)
+
+
+def test_control_the_stock_spark_strategy_keeps_stale_rows_and_the_audits_catch_them(
+    restated: dict, timeline: Timeline, context, spark, data_home
+) -> None:
+    """NOTES fact 2 on this stack: without exact writes the emptied day keeps its old rows
+    (so the test above can fail), and the blocking reconciliation audit refuses them."""
+    from sqlmesh.core.engine_adapter.shared import InsertOverwriteStrategy
+    from sqlmesh.core.engine_adapter.spark import SparkEngineAdapter
+    from sqlmesh.utils.errors import PlanError
+
+    clock = timeline.builds[-1].clock
+    day, to_day = CONFIG.start + timedelta(days=3), CONFIG.start + timedelta(days=5)
+    before = rows_on(spark, "silver.sales_transactions", "event_date", day)
+    path, moved = empty_a_day(spark, data_home, day, to_day, clock)
+    timeline.files.add(path)
+    SparkEngineAdapter.INSERT_OVERWRITE_STRATEGY = InsertOverwriteStrategy.INSERT_OVERWRITE
+    try:
+        with pytest.raises(PlanError):
+            restate_bronze(context, CONFIG.start, clock)
+    finally:
+        exact_writes.enable()
+    assert rows_on(spark, "silver.sales_transactions", "event_date", day) == before
+    assert sorted(days_of_transaction(spark, moved)) == [day, to_day]
+
+    restate_bronze(context, CONFIG.start, clock)
+    assert rows_on(spark, "silver.sales_transactions", "event_date", day) == 0
+    assert_prod_equals_recomputation(spark, timeline.files, data_home.landing)
