@@ -80,29 +80,6 @@ CREATE TABLE IF NOT EXISTS {LEDGER_TABLE} (
 ) USING delta
 TBLPROPERTIES ('delta.appendOnly' = 'true')
 """
-BRONZE_COLUMNS = [
-    "record_id",
-    "source_system",
-    "source_file",
-    "file_sha256",
-    "line_number",
-    "ingestion_id",
-    "ingested_at",
-    "arrival_ts",
-    "arrival_date",
-    "event_ts",
-    "raw_record",
-    "parse_error",
-    "transaction_id",
-    "record_type",
-    "store_id",
-    "product_id",
-    "quantity",
-    "unit_price",
-    "discount",
-    "event_ts_raw",
-    "corrects_transaction_id",
-]
 
 
 class IngestError(ValueError):
@@ -318,13 +295,14 @@ def _append(
             )
         )
         result.ingested.append({"source_file": landing_file.source_file, "rows": count})
-    frame = pd.DataFrame.from_records(rows, columns=BRONZE_COLUMNS)
+    schema = spark.table(BRONZE_TABLE).schema  # `_rows` yields in the DDL's column order
+    frame = pd.DataFrame.from_records(rows, columns=schema.fieldNames())
     result.rows += len(frame)
     result.rows_with_parse_error += int(frame["parse_error"].notna().sum())
     result.files_ingested += len(files)
 
     spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
-    bronze = spark.createDataFrame(frame, schema=spark.table(BRONZE_TABLE).schema)
+    bronze = spark.createDataFrame(frame, schema=schema)
     bronze.write.format("delta").mode("append").saveAsTable(BRONZE_TABLE)
     entries = spark.createDataFrame(ledger, schema=spark.table(LEDGER_TABLE).schema)
     entries.write.format("delta").mode("append").saveAsTable(LEDGER_TABLE)

@@ -110,6 +110,17 @@ def test_python_model_from_python_models_is_loaded(context) -> None:
     assert model.depends_on == {'"spark_catalog"."gold"."daily_store_revenue"'}
 
 
+def test_bronze_table_matches_its_external_model_declaration(context, spark, timeline) -> None:
+    declared = {
+        name: dtype.sql("spark").upper()
+        for name, dtype in context.get_model("bronze.pos_events").columns_to_types.items()
+    }
+    actual = {
+        f.name: f.dataType.simpleString().upper() for f in spark.table("bronze.pos_events").schema
+    }
+    assert actual == declared
+
+
 def test_exact_interval_writes_are_enabled(context) -> None:
     assert exact_writes.is_enabled()
     assert context.engine_adapter.INSERT_OVERWRITE_STRATEGY is exact_writes.STRATEGY
