@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import typing as t
 
 from tardy import exact_writes
@@ -17,6 +18,13 @@ from tardy.home import activate, project_root
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlmesh import Context
+
+
+def utc_process() -> None:
+    """Every timestamp in tardy is UTC; PySpark turns TIMESTAMPs into naive datetimes in the
+    process's local zone, so the process runs in UTC whatever the machine's zone is."""
+    os.environ["TZ"] = "UTC"
+    time.tzset()
 
 
 def quiet_logs() -> None:
@@ -35,6 +43,7 @@ def open_context(
     command's JSON.
     """
     activate()
+    utc_process()
     quiet_logs()
     exact_writes.enable()
     # SQLMesh's default console outside its own CLI prints nothing; its CI console ignores the
