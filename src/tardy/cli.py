@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import typing as t
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -119,6 +120,68 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _render_manifest(manifest: t.Any) -> None:
+    from rich.table import Table
+
+    since = manifest.since_bronze_version
+    console.print(
+        f"Bronze version {manifest.bronze_version} (watermark was "
+        f"{since if since is not None else 'unset'}); arrival watermark "
+        f"{manifest.arrival_watermark}; {manifest.late_rows} late changes not yet in prod."
+    )
+    table = Table(title="Closed intervals to restate")
+    table.add_column("model")
+    table.add_column("intervals")
+    for model, spans in manifest.impacted.items():
+        table.add_row(model, ", ".join(f"{a}..{b}" if a != b else a for a, b in spans) or "-")
+    console.print(table)
+    for model, spans in manifest.absorbed_by_next_run.items():
+        if spans:
+            days = ", ".join(f"{a}..{b}" if a != b else a for a, b in spans)
+            console.print(
+                f"Inside the grace window, the next `sqlmesh run` absorbs: {model} {days}"
+            )
+    if manifest.stock_commands:
+        console.print("Stock equivalent (recomputes whole hulls):")
+        for command in manifest.stock_commands:
+            console.print(f"  {command}", markup=False)
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from tardy.project import open_context, spark_of
+    from tardy.restatement import detect
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    with err.status("Comparing new bronze rows with prod"):
+        manifest = detect(context, spark_of(context))
+    if args.json:
+        _print_json(manifest.as_dict())
+    else:
+        _render_manifest(manifest)
+    return 0
+
+
+def cmd_restate(args: argparse.Namespace) -> int:
+    from tardy.project import open_context, spark_of
+    from tardy.restatement import restate
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    result = restate(context, spark_of(context), args.reason, dry_run=args.dry_run)
+    if args.json:
+        _print_json(result.as_dict())
+        return 0
+    _render_manifest(result.manifest)
+    if args.dry_run:
+        console.print("Dry run: nothing was changed.")
+    elif result.manifest.is_empty:
+        console.print("Nothing to restate: prod already reflects every bronze row.")
+    else:
+        for model, items in result.evaluated.items():
+            for item in items:
+                console.print(f"restated {model} {item['interval']}: {item['rows']:,} rows")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tardy",
@@ -159,6 +222,16 @@ def build_parser() -> argparse.ArgumentParser:
     summary = sub.add_parser("summary", help="rows per layer, lateness, quarantine, weeks")
     summary.add_argument("--json", action="store_true")
     summary.set_defaults(func=cmd_summary)
+
+    det = sub.add_parser("detect", help="closed intervals late bronze rows change (a manifest)")
+    det.add_argument("--json", action="store_true")
+    det.set_defaults(func=cmd_detect)
+
+    res = sub.add_parser("restate", help="recompute exactly the detected intervals")
+    res.add_argument("--reason", required=True, help="why (kept with the watermark)")
+    res.add_argument("--json", action="store_true")
+    res.add_argument("--dry-run", action="store_true", help="print the manifest, change nothing")
+    res.set_defaults(func=cmd_restate)
 
     fingerprint = sub.add_parser("fingerprint", help="content hash of every model's table")
     fingerprint.add_argument("--json", action="store_true")

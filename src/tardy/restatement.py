@@ -1,0 +1,328 @@
+"""Minimal restatement: find the closed intervals late bronze rows change, recompute exactly those.
+
+``detect`` looks at the bronze rows added since the last restatement (the watermark: a bronze
+Delta version; the first time, every row), and keeps only what prod does not reflect yet:
+a transaction whose expected winning record or version count differs from its prod silver
+row, an invalid row missing from the quarantine. The days they change are split into those
+the next ``sqlmesh run`` recomputes anyway (inside the grace window) and closed days, whose
+downstream closure (daily day, week, month, the 28 days of features that include the day)
+is the change manifest.
+
+``restate`` evaluates exactly the manifest's intervals through SQLMesh's own scheduler (the
+call a restatement plan makes after it removed the intervals), in one process and one Spark
+session: per model only its ranges, upstream first, with the models' audits; no hull, no
+lookback tail. Then it records the new watermark.
+"""
+
+from __future__ import annotations
+
+import typing as t
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime, timedelta
+
+from sqlglot import parse_one
+
+from tardy.ingest import BRONZE_TABLE
+
+if t.TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from sqlmesh import Context
+
+SILVER = "silver.sales_transactions"
+QUARANTINE = "silver.sales_quarantine"
+DAILY = "gold.daily_store_revenue"
+WEEKLY = "gold.weekly_store_revenue"
+MONTHLY = "gold.monthly_store_revenue"
+FEATURES = "gold.store_features"
+FEATURE_WINDOW_DAYS = 28
+WATERMARK_TABLE = "tardy.arrival_watermarks"
+WATERMARK_DDL = f"""
+CREATE TABLE IF NOT EXISTS {WATERMARK_TABLE} (
+  bronze_version BIGINT NOT NULL,
+  arrival_watermark TIMESTAMP,
+  advanced_at TIMESTAMP NOT NULL,
+  reason STRING NOT NULL
+) USING delta
+TBLPROPERTIES ('delta.appendOnly' = 'true')
+"""
+
+# Rendered with the silver model's own macros: one definition of validity, key and precedence.
+CHANGES_SQL = """
+WITH new_rows AS (
+  SELECT b.record_id, @natural_key() AS k, @invalid_reason() AS reason,
+         @report_date() AS report_date
+  FROM {bronze} AS b {since}
+), touched AS (
+  SELECT DISTINCT k FROM new_rows WHERE reason IS NULL
+), valid AS (
+  SELECT @natural_key() AS k, record_id, record_type, arrival_ts,
+         CAST(event_ts AS DATE) AS event_date
+  FROM {bronze}
+  WHERE @invalid_reason() IS NULL
+), ranked AS (
+  SELECT v.*, @version_rank(v.k) AS rn, COUNT(*) OVER (PARTITION BY v.k) AS n
+  FROM valid AS v INNER JOIN touched AS t ON v.k = t.k
+), expected AS (
+  SELECT k, record_type <> 'void' AS present, event_date, record_id, n FROM ranked WHERE rn = 1
+), prod AS (
+  SELECT s.transaction_id AS k, s.event_date, s.source_record_id, s.version_count
+  FROM {silver} AS s INNER JOIN touched AS t ON s.transaction_id = t.k
+)
+SELECT 'silver' AS kind, e.k, CASE WHEN e.present THEN e.event_date END AS new_day,
+       p.event_date AS old_day
+FROM expected AS e LEFT JOIN prod AS p ON e.k = p.k
+WHERE NOT (
+  (NOT e.present AND p.k IS NULL)
+  OR (e.present AND p.k IS NOT NULL AND e.event_date = p.event_date
+      AND e.record_id = p.source_record_id AND e.n = p.version_count)
+)
+UNION ALL
+SELECT 'quarantine' AS kind, n.record_id AS k, n.report_date AS new_day, NULL AS old_day
+FROM new_rows AS n LEFT ANTI JOIN {quarantine} AS q ON n.record_id = q.record_id
+WHERE n.reason IS NOT NULL
+"""
+
+
+@dataclass
+class Manifest:
+    arrival_watermark: str | None
+    previous_watermark: str | None
+    bronze_version: int
+    since_bronze_version: int | None
+    late_rows: int
+    impacted: dict[str, list[list[str]]]
+    absorbed_by_next_run: dict[str, list[list[str]]]
+    reasons: dict[str, str]
+    stock_commands: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @property
+    def is_empty(self) -> bool:
+        return not any(self.impacted.values())
+
+
+def ranges(days: Iterable[date]) -> list[list[str]]:
+    """The smallest set of closed [first, last] day ranges covering ``days``."""
+    out: list[list[date]] = []
+    for day in sorted(set(days)):
+        if out and day == out[-1][1] + timedelta(days=1):
+            out[-1][1] = day
+        else:
+            out.append([day, day])
+    return [[first.isoformat(), last.isoformat()] for first, last in out]
+
+
+def ensure_watermark_table(spark: SparkSession) -> None:
+    spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
+    spark.sql(WATERMARK_DDL)
+
+
+def _watermark(spark: SparkSession) -> tuple[int | None, str | None]:
+    row = spark.sql(
+        f"SELECT bronze_version, arrival_watermark FROM {WATERMARK_TABLE} "
+        "ORDER BY advanced_at DESC, bronze_version DESC LIMIT 1"
+    ).first()
+    if row is None:
+        return None, None
+    stamp = row.arrival_watermark.isoformat() if row.arrival_watermark else None
+    return int(row.bronze_version), stamp
+
+
+def bronze_version(spark: SparkSession) -> int:
+    return int(spark.sql(f"DESCRIBE HISTORY {BRONZE_TABLE} LIMIT 1").first().version)
+
+
+def last_computed_day(context: Context, model: str) -> date | None:
+    """The last day of the model's prod intervals (SQLMesh state)."""
+    snapshot = _prod_snapshots(context)[model]
+    if not snapshot.intervals:
+        return None
+    end_ms = max(end for _, end in snapshot.intervals)
+    return (datetime.fromtimestamp(end_ms / 1000, tz=UTC) - timedelta(days=1)).date()
+
+
+def _prod_snapshots(context: Context) -> dict[str, t.Any]:
+    env = context.state_sync.get_environment("prod")
+    if env is None:
+        raise RuntimeError("no prod environment yet: run `sqlmesh plan` first")
+    snapshots = context.state_sync.get_snapshots(env.snapshots).values()
+    return {s.model.name: s for s in snapshots if s.is_model}
+
+
+def _render(context: Context, since: int | None) -> str:
+    from sqlmesh.core.macros import MacroEvaluator
+
+    model = context.get_model(SILVER)
+    sql = CHANGES_SQL.format(
+        bronze=BRONZE_TABLE,
+        silver=SILVER,
+        quarantine=QUARANTINE,
+        since=(
+            ""
+            if since is None
+            else f"LEFT ANTI JOIN (SELECT record_id FROM {BRONZE_TABLE} VERSION AS OF {since})"
+            " AS o ON b.record_id = o.record_id"
+        ),
+    )
+    evaluator = MacroEvaluator(dialect="spark", python_env=model.python_env)
+    rendered = evaluator.transform(parse_one(sql, dialect="spark"))
+    return rendered.sql("spark")  # type: ignore[union-attr]
+
+
+def first_day(unit: str, day: date, project_start: date) -> date:
+    start = day - timedelta(days=day.weekday()) if unit == "week" else day.replace(day=1)
+    return max(start, project_start)
+
+
+def detect(context: Context, spark: SparkSession) -> Manifest:
+    ensure_watermark_table(spark)
+    grace = int(context.config.variables["grace_days"])
+    project_start = date.fromisoformat(str(context.config.variables["tardy_start"]))
+    since, previous = _watermark(spark)
+    version = bronze_version(spark)
+    arrival = spark.sql(f"SELECT MAX(arrival_ts) AS m FROM {BRONZE_TABLE} VERSION AS OF {version}")
+    watermark = arrival.first().m
+    changes = (
+        spark.sql(_render(context, since)).collect() if since != version else []  # nothing new
+    )
+    silver_days = {d for r in changes if r.kind == "silver" for d in (r.new_day, r.old_day) if d}
+    quarantine_days = {r.new_day for r in changes if r.kind == "quarantine"}
+
+    last = {name: last_computed_day(context, name) for name in (SILVER, QUARANTINE)}
+
+    def split(days: set[date], model: str) -> tuple[set[date], set[date]]:
+        end = last[model]
+        if end is None:
+            return set(), days
+        closed = {d for d in days if d <= end - timedelta(days=grace)}
+        return closed, days - closed
+
+    silver_closed, silver_open = split(silver_days, SILVER)
+    quarantine_closed, quarantine_open = split(quarantine_days, QUARANTINE)
+    features_end = last_computed_day(context, FEATURES) or max(silver_closed, default=None)
+    impacted_days: dict[str, set[date]] = {
+        QUARANTINE: quarantine_closed,
+        SILVER: silver_closed,
+        DAILY: silver_closed,
+        WEEKLY: {first_day("week", d, project_start) for d in silver_closed},
+        MONTHLY: {first_day("month", d, project_start) for d in silver_closed},
+        FEATURES: {
+            d + timedelta(days=i)
+            for d in silver_closed
+            for i in range(FEATURE_WINDOW_DAYS)
+            if features_end is None or d + timedelta(days=i) <= features_end
+        },
+    }
+    reasons = {
+        SILVER: f"{sum(r.kind == 'silver' for r in changes)} transactions whose prod row "
+        "differs from their bronze records (new versions, duplicates, corrections, voids)",
+        QUARANTINE: f"{len(quarantine_days)} days with invalid rows missing from the quarantine",
+        DAILY: f"aggregates {SILVER} per day",
+        WEEKLY: f"the weeks holding an impacted day of {DAILY} (keyed by first_day)",
+        MONTHLY: f"the months holding an impacted day of {DAILY} (keyed by first_day)",
+        FEATURES: f"the {FEATURE_WINDOW_DAYS} days of features whose window holds an impacted day",
+    }
+    impacted = {model: ranges(days) for model, days in impacted_days.items()}
+    manifest = Manifest(
+        arrival_watermark=watermark.isoformat() if watermark else None,
+        previous_watermark=previous,
+        bronze_version=version,
+        since_bronze_version=since,
+        late_rows=len(changes),
+        impacted=impacted,
+        absorbed_by_next_run={SILVER: ranges(silver_open), QUARANTINE: ranges(quarantine_open)},
+        reasons=reasons,
+    )
+    manifest.stock_commands = stock_commands(manifest, project_start, features_end)
+    return manifest
+
+
+def stock_commands(manifest: Manifest, project_start: date, features_end: date | None) -> list[str]:
+    """The stock restatements covering the same changes (each over a whole hull)."""
+    commands = []
+    for first, last in manifest.impacted[SILVER] + manifest.impacted[QUARANTINE]:
+        start = min(
+            first_day("week", date.fromisoformat(first), project_start),
+            first_day("month", date.fromisoformat(first), project_start),
+        )
+        end = date.fromisoformat(last) + timedelta(days=FEATURE_WINDOW_DAYS - 1)
+        if features_end is not None:
+            end = min(end, features_end)
+        commands.append(f"sqlmesh plan --restate-model {BRONZE_TABLE} --start {start} --end {end}")
+    return list(dict.fromkeys(commands))
+
+
+@dataclass
+class Restatement:
+    manifest: Manifest
+    evaluated: dict[str, list[dict[str, object]]]
+    advanced_watermark: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return {**self.manifest.as_dict(), "evaluated": self.evaluated}
+
+
+def restate(
+    context: Context, spark: SparkSession, reason: str, *, dry_run: bool = False
+) -> Restatement:
+    """Evaluate exactly the manifest's intervals, then advance the watermark."""
+    from sqlmesh.core.snapshot import DeployabilityIndex
+    from sqlmesh.utils.date import to_timestamp
+
+    if not reason.strip():
+        raise ValueError("a restatement needs a --reason")
+    manifest = detect(context, spark)
+    if dry_run:
+        return Restatement(manifest, {}, advanced_watermark=False)
+    evaluated: dict[str, list[dict[str, object]]] = {}
+    if not manifest.is_empty:
+        snapshots = _prod_snapshots(context)
+        merged = {
+            snapshots[model]: [
+                (to_timestamp(first), to_timestamp(date.fromisoformat(last) + timedelta(days=1)))
+                for first, last in spans
+            ]
+            for model, spans in manifest.impacted.items()
+            if spans
+        }
+        env = context.state_sync.get_environment("prod")
+        errors, _ = context.scheduler("prod").run_merged_intervals(
+            merged_intervals=merged,
+            deployability_index=DeployabilityIndex.all_deployable(),
+            environment_naming_info=env.naming_info,  # type: ignore[union-attr]
+            is_restatement=True,
+        )
+        if errors:
+            raise RuntimeError("restatement failed: " + "; ".join(str(error) for error in errors))
+        evaluated = {
+            model: [
+                {"interval": span, "rows": _rows_in(spark, snapshots[model], span)}
+                for span in spans
+            ]
+            for model, spans in manifest.impacted.items()
+            if spans
+        }
+    spark.createDataFrame(
+        [(manifest.bronze_version, _ts(manifest.arrival_watermark), datetime.now(UTC), reason)],
+        schema=spark.table(WATERMARK_TABLE).schema,
+    ).write.format("delta").mode("append").saveAsTable(WATERMARK_TABLE)
+    return Restatement(manifest, evaluated, advanced_watermark=True)
+
+
+def _ts(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _rows_in(spark: SparkSession, snapshot: t.Any, span: list[str]) -> int:
+    column = snapshot.model.time_column.column.name
+    return (
+        spark.sql(
+            f"SELECT COUNT(*) AS n FROM {snapshot.model.name} "
+            f"WHERE `{column}` BETWEEN DATE'{span[0]}' AND DATE'{span[1]}'"
+        )
+        .first()
+        .n
+    )
