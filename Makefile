@@ -25,8 +25,12 @@ sqlmesh-test: setup
 	$(BIN)/sqlmesh test
 
 lint: setup
-	$(BIN)/ruff check src python_models models macros tests
-	$(BIN)/ruff format --check src python_models models macros tests
+	$(BIN)/ruff check src python_models models macros tests bench
+	$(BIN)/ruff format --check src python_models models macros tests bench
+
+# Not part of `make test`: ~5 M transactions over 365 days in their own data home.
+bench: setup
+	TARDY_HOME=$(TARDY_HOME)/bench $(BIN)/python bench/restate_bench.py
 
 clean:
 	rm -rf $(TARDY_HOME)

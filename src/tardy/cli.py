@@ -138,9 +138,7 @@ def _render_manifest(manifest: t.Any) -> None:
     for model, spans in manifest.absorbed_by_next_run.items():
         if spans:
             days = ", ".join(f"{a}..{b}" if a != b else a for a, b in spans)
-            console.print(
-                f"Inside the grace window, the next `sqlmesh run` absorbs: {model} {days}"
-            )
+            console.print(f"Inside the grace window, the next `sqlmesh run` absorbs {model} {days}")
     if manifest.stock_commands:
         console.print("Stock equivalent (recomputes whole hulls):")
         for command in manifest.stock_commands:

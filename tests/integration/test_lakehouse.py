@@ -186,7 +186,9 @@ def restate_bronze(context, first_day: date, clock: datetime) -> None:
     )
 
 
-def assert_prod_equals_recomputation(spark, files, landing: Path) -> None:
+def assert_prod_equals_recomputation(
+    spark, files, landing: Path, through: date = CONFIG.last_day
+) -> None:
     recs = oracle.records(sorted(files), landing)
     sil = oracle.silver(recs)
     actual_silver = spark.table("silver.sales_transactions").toPandas().set_index("transaction_id")
@@ -228,7 +230,7 @@ def assert_prod_equals_recomputation(spark, files, landing: Path) -> None:
         (r.feature_date, r.store_id): (r.revenue_7d, r.revenue_28d, r.transactions_28d)
         for r in spark.table("gold.store_features").collect()
     }
-    assert features == oracle.features(day, CONFIG.start, CONFIG.last_day)
+    assert features == oracle.features(day, CONFIG.start, through)
 
 
 @pytest.fixture(scope="module")
@@ -388,3 +390,93 @@ def test_control_the_stock_spark_strategy_keeps_stale_rows_and_the_audits_catch_
     restate_bronze(context, CONFIG.start, clock)
     assert rows_on(spark, "silver.sales_transactions", "event_date", day) == 0
     assert_prod_equals_recomputation(spark, timeline.files, data_home.landing)
+
+
+# --- tardy detect / restate: exactly the closed intervals late data touched ------------------
+
+
+def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
+    restated: dict, timeline: Timeline, context, spark, data_home
+) -> None:
+    from tardy.restatement import detect, restate
+
+    clock = timeline.builds[-1].clock
+    last = CONFIG.last_day
+    baseline = restate(context, spark, "baseline: prod reflects bronze")
+    assert baseline.manifest.is_empty and baseline.evaluated == {}
+
+    day = CONFIG.start + timedelta(days=1)  # voided entirely
+    sales = spark.sql(
+        f"SELECT * FROM silver.sales_transactions WHERE event_date = DATE'{day}'"
+    ).collect()
+    moved = spark.sql(
+        "SELECT * FROM silver.sales_transactions "
+        f"WHERE event_date = DATE'{CONFIG.start + timedelta(days=6)}' ORDER BY transaction_id"
+    ).first()
+    late_sale = {
+        "transaction_id": "LATE-1",
+        "record_type": "sale",
+        "store_id": 1,
+        "product_id": 1,
+        "quantity": 2,
+        "unit_price": 5.0,
+        "discount": 0.0,
+    }
+    lines = [_line(r, "void", r.event_ts) for r in sales]
+    lines.append(
+        _line(moved, "correction", datetime.combine(moved.event_date, time(9)) + timedelta(days=2))
+    )
+    lines.append(
+        json.dumps({**late_sale, "event_ts": f"{CONFIG.start + timedelta(days=9)}T10:00:00Z"})
+    )
+    lines.append(
+        json.dumps({**late_sale, "transaction_id": "LATE-2", "event_ts": f"{last}T10:00:00Z"})
+    )
+    lines.append(
+        json.dumps(
+            {
+                **late_sale,
+                "transaction_id": "LATE-X",
+                "quantity": -1,
+                "event_ts": f"{CONFIG.start + timedelta(days=2)}T10:00:00Z",
+            }
+        )
+    )
+    batch = data_home.landing / "pos" / arrival_dir_name(clock + timedelta(hours=2))
+    batch.mkdir(parents=True)
+    (batch / "late.jsonl").write_text("\n".join(lines) + "\n")
+    timeline.files.add(batch / "late.jsonl")
+    assert ingest(spark, data_home.landing).files_ingested == 1
+
+    manifest = detect(context, spark)
+    d = lambda n: (CONFIG.start + timedelta(days=n)).isoformat()  # noqa: E731
+    assert manifest.impacted == {
+        "silver.sales_quarantine": [[d(2), d(2)]],
+        "silver.sales_transactions": [[d(1), d(1)], [d(6), d(6)], [d(8), d(9)]],
+        "gold.daily_store_revenue": [[d(1), d(1)], [d(6), d(6)], [d(8), d(9)]],
+        "gold.weekly_store_revenue": [[d(0), d(0)], [d(4), d(4)]],
+        "gold.monthly_store_revenue": [[d(0), d(0)]],
+        "gold.store_features": [[d(1), last.isoformat()]],
+    }
+    assert manifest.absorbed_by_next_run["silver.sales_transactions"] == [[last.isoformat()] * 2]
+    assert manifest.stock_commands and all("--restate-model" in c for c in manifest.stock_commands)
+
+    done = restate(context, spark, "late January data")
+    assert {m: [e["interval"] for e in items] for m, items in done.evaluated.items()} == {
+        m: spans for m, spans in manifest.impacted.items() if spans
+    }
+    assert done.evaluated["silver.sales_transactions"][0]["rows"] == 0  # the voided day
+
+    again = restate(context, spark, "no new arrivals")
+    assert again.manifest.is_empty and again.evaluated == {}
+
+    # The next daily run absorbs the row inside the grace window; then prod equals the
+    # independent recomputation and a stock full restatement changes nothing.
+    next_clock = clock + timedelta(days=1)
+    context.run("prod", end=last_complete_day(next_clock), execution_time=next_clock)
+    through = next_clock.date() - timedelta(days=1)
+    assert_prod_equals_recomputation(spark, timeline.files, data_home.landing, through)
+    before = {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
+    restate_bronze(context, CONFIG.start, next_clock)
+    after = {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
+    assert after == before
