@@ -305,11 +305,15 @@ def restate(
             for model, spans in manifest.impacted.items()
             if spans
         }
-    spark.createDataFrame(
-        [(manifest.bronze_version, _ts(manifest.arrival_watermark), datetime.now(UTC), reason)],
-        schema=spark.table(WATERMARK_TABLE).schema,
-    ).write.format("delta").mode("append").saveAsTable(WATERMARK_TABLE)
-    return Restatement(manifest, evaluated, advanced_watermark=True)
+    # Changes inside the grace window are left to the next run; the watermark stays put until
+    # prod reflects them, so that they are checked again if that run never comes.
+    pending = any(manifest.absorbed_by_next_run.values())
+    if not pending:
+        spark.createDataFrame(
+            [(manifest.bronze_version, _ts(manifest.arrival_watermark), datetime.now(UTC), reason)],
+            schema=spark.table(WATERMARK_TABLE).schema,
+        ).write.format("delta").mode("append").saveAsTable(WATERMARK_TABLE)
+    return Restatement(manifest, evaluated, advanced_watermark=not pending)
 
 
 def _ts(value: str | None) -> datetime | None:
