@@ -219,7 +219,8 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
     reasons = {
         SILVER: f"{sum(r.kind == 'silver' for r in changes)} transactions whose prod row "
         "differs from their bronze records (new versions, duplicates, corrections, voids)",
-        QUARANTINE: f"{len(quarantine_days)} days with invalid rows missing from the quarantine",
+        QUARANTINE: f"{sum(r.kind == 'quarantine' for r in changes)} invalid rows missing from "
+        "the quarantine",
         DAILY: f"aggregates {SILVER} per day",
         WEEKLY: f"the weeks holding an impacted day of {DAILY} (keyed by first_day)",
         MONTHLY: f"the months holding an impacted day of {DAILY} (keyed by first_day)",
