@@ -58,16 +58,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     with err.status("Ingesting into bronze.pos_events"):
         result = ingest(spark_of(context), home.landing, [Path(p) for p in args.paths])
     if args.json:
-        _print_json(
-            {
-                "ingestion_id": result.ingestion_id,
-                "files_ingested": result.files_ingested,
-                "files_skipped": result.files_skipped,
-                "rows": result.rows,
-                "rows_with_parse_error": result.rows_with_parse_error,
-                "skipped": result.skipped,
-            }
-        )
+        _print_json(result.as_dict())
     else:
         console.print(
             f"Ingested {result.files_ingested} files, {result.rows:,} rows "

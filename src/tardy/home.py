@@ -45,10 +45,6 @@ class DataHome:
     def logs(self) -> Path:
         return self.root / "logs"
 
-    @property
-    def warehouse(self) -> Path:
-        return self.root / "warehouse"
-
 
 def data_home() -> DataHome:
     raw = os.environ.get("TARDY_HOME")

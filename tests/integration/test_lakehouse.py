@@ -100,6 +100,10 @@ def actual_daily(spark) -> dict[tuple[date, int], tuple[int, int, Decimal]]:
     return {(r.event_date, r.store_id): (r.transactions, r["items"], r.revenue) for r in rows}
 
 
+def content_hashes(context, spark) -> dict[str, dict[str, object]]:
+    return {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
+
+
 def days_of(table: dict) -> set[date]:
     return {day for day, _ in table}
 
@@ -239,7 +243,7 @@ def restated(timeline: Timeline, context, spark, data_home) -> dict:
     everything = expected_daily(timeline.files, data_home.landing)
     stale = [k[0] for k in set(actual) | set(everything) if actual.get(k) != everything.get(k)]
     restate_bronze(context, min(stale), timeline.builds[-1].clock)
-    return {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
+    return content_hashes(context, spark)
 
 
 def test_stock_restatement_makes_prod_equal_the_recomputation(
@@ -252,7 +256,7 @@ def test_restating_again_leaves_every_table_identical(
     restated: dict, timeline: Timeline, context, spark
 ) -> None:
     restate_bronze(context, CONFIG.start, timeline.builds[-1].clock)
-    again = {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
+    again = content_hashes(context, spark)
     assert again == restated
     assert all(fp["rows"] > 0 for fp in restated.values())
 
@@ -480,7 +484,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     assert_prod_equals_recomputation(spark, timeline.files, data_home.landing, through)
     settled = restate(context, spark, "after the run")
     assert settled.advanced_watermark and settled.evaluated == {}
-    before = {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
+    before = content_hashes(context, spark)
     restate_bronze(context, CONFIG.start, next_clock)
-    after = {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
+    after = content_hashes(context, spark)
     assert after == before
