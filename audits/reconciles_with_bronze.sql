@@ -20,17 +20,27 @@ WITH bronze_rows AS (
   SELECT COUNT(*) AS bronze_rows
   FROM bronze_rows
   WHERE report_date BETWEEN @start_date AND @end_date
-), valid_rows AS (
+), interval_keys AS (
+  -- The keys with a valid row accounted to the interval (as in the model).
+  SELECT DISTINCT @natural_key() AS k
+  FROM bronze.pos_events
+  WHERE arrival_date >= @start_date
+    AND event_ts BETWEEN @start_ts AND @end_ts
+    AND @invalid_reason() IS NULL
+), versions AS (
+  -- Every row of those keys, validated after the key match (see the model).
   SELECT
     CAST(event_ts AS DATE) AS event_date,
     record_type,
-    @version_rank(@natural_key()) AS version_rank
+    @invalid_reason() IS NULL AS is_valid,
+    @version_rank(@natural_key(), @invalid_reason() IS NULL) AS version_rank
   FROM bronze.pos_events
-  WHERE @invalid_reason() IS NULL
+  WHERE @natural_key() IN (SELECT k FROM interval_keys)
 ), superseded_counts AS (
   SELECT COUNT(*) AS superseded_rows
-  FROM valid_rows
-  WHERE event_date BETWEEN @start_date AND @end_date
+  FROM versions
+  WHERE is_valid
+    AND event_date BETWEEN @start_date AND @end_date
     AND (version_rank > 1 OR record_type = 'void')
 ), silver_counts AS (
   SELECT COUNT(*) AS silver_rows

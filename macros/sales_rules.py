@@ -9,7 +9,8 @@ the project's dialect; SQLGlot transpiles them to DuckDB for ``sqlmesh test``.
   the rows where it is NULL, and the reconciliation audit counts both.
 - ``@report_date()``: the day a bronze row is accounted to.
 - ``@natural_key()``: the transaction a record belongs to.
-- ``@version_rank(key)``: 1 for the record that wins among the valid records of a key.
+- ``@version_rank(key[, is_valid])``: 1 for the record that wins among the valid records of a
+  key.
 - ``@as_int(value)`` / ``@as_money(value)``: the typed value of a bronze text field, or NULL.
 """
 
@@ -132,23 +133,33 @@ def natural_key(evaluator: MacroEvaluator) -> exp.Expr:
 
 
 @macro()
-def version_rank(evaluator: MacroEvaluator, key: exp.Expr) -> exp.Expr:
+def version_rank(
+    evaluator: MacroEvaluator, key: exp.Expr, is_valid: exp.Expr | None = None
+) -> exp.Expr:
     """ROW_NUMBER() of a valid record among the valid records of its key, 1 = the winner.
 
     Amendments (correction, void) beat sales whatever their arrival order, so a resent or
     duplicated original never undoes a correction; within the same class the latest
     arrival_ts wins, so an older arrival never overwrites a newer one; record_id DESC breaks
     ties deterministically (exact duplicates collapse to one winner).
+
+    With ``is_valid`` (a boolean expression), the window may also hold invalid records: they
+    rank after every valid one, so rank 1 is the valid winner whenever the key has one. This
+    lets a query validate only the records of the keys it needs (Spark pushes a validity
+    filter below a key join, validating every row; it cannot push it below a window).
     """
+    validity = "CASE WHEN :is_valid THEN 0 ELSE 1 END," if is_valid is not None else ""
     return _sql(
         f"""
         ROW_NUMBER() OVER (
           PARTITION BY :key
           ORDER BY
+            {validity}
             CASE WHEN record_type IN ({_in_list(AMENDMENT_TYPES)}) THEN 1 ELSE 0 END DESC,
             arrival_ts DESC,
             record_id DESC
         )
         """,
         key=key,
+        is_valid=is_valid if is_valid is not None else exp.true(),
     )

@@ -36,7 +36,19 @@ MODEL (
   )
 );
 
-WITH valid AS (
+WITH interval_keys AS (
+  -- The keys with a valid record in the interval. A valid record's event date is never after
+  -- its arrival date, so the arrival_date predicate only prunes bronze partitions, and the
+  -- event_ts range lets Delta skip files by their statistics.
+  SELECT DISTINCT @natural_key() AS transaction_id
+  FROM bronze.pos_events
+  WHERE arrival_date >= @start_date
+    AND event_ts BETWEEN @start_ts AND @end_ts
+    AND @invalid_reason() IS NULL
+), versions AS (
+  -- Every record of those keys, whatever its date. Records are validated only here, after
+  -- the key match: a validity filter would be pushed by Spark below the key join and check
+  -- every bronze row; invalid records instead rank last and count for nothing below.
   SELECT
     record_id,
     @natural_key() AS transaction_id,
@@ -49,29 +61,21 @@ WITH valid AS (
     @as_money(unit_price) AS unit_price,
     COALESCE(@as_money(discount), 0) AS discount,
     arrival_ts,
-    arrival_date
+    @invalid_reason() IS NULL AS is_valid
   FROM bronze.pos_events
-  WHERE @invalid_reason() IS NULL
-), touched AS (
-  -- The keys with a valid record in the interval. A valid record's event date is never after
-  -- its arrival date, so the arrival_date predicate only prunes bronze partitions.
-  SELECT DISTINCT transaction_id
-  FROM valid
-  WHERE arrival_date >= @start_date
-    AND event_date BETWEEN @start_date AND @end_date
+  WHERE @natural_key() IN (SELECT transaction_id FROM interval_keys)
 ), ranked AS (
-  -- All valid records of those keys, whatever their date.
   SELECT
-    v.*,
-    @version_rank(v.transaction_id) AS version_rank,
-    MAX(CASE WHEN v.record_type = 'correction' THEN 1 ELSE 0 END) OVER (
-      PARTITION BY v.transaction_id
+    *,
+    @version_rank(transaction_id, is_valid) AS version_rank,
+    MAX(CASE WHEN is_valid AND record_type = 'correction' THEN 1 ELSE 0 END) OVER (
+      PARTITION BY transaction_id
     ) AS has_correction,
-    COUNT(*) OVER (PARTITION BY v.transaction_id) AS version_count,
-    MIN(v.arrival_ts) OVER (PARTITION BY v.transaction_id) AS first_arrival_ts
-  FROM valid AS v
-  INNER JOIN touched AS t
-    ON v.transaction_id = t.transaction_id
+    COUNT(CASE WHEN is_valid THEN 1 END) OVER (PARTITION BY transaction_id) AS version_count,
+    MIN(CASE WHEN is_valid THEN arrival_ts END) OVER (
+      PARTITION BY transaction_id
+    ) AS first_arrival_ts
+  FROM versions
 )
 SELECT
   CAST(transaction_id AS STRING) AS transaction_id,
@@ -91,5 +95,6 @@ SELECT
   CAST(record_id AS STRING) AS source_record_id
 FROM ranked
 WHERE version_rank = 1
+  AND is_valid
   AND record_type <> 'void'
   AND event_date BETWEEN @start_date AND @end_date

@@ -150,24 +150,150 @@ def cmd_detect(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_restate(args: argparse.Namespace) -> int:
+def _render_outcome(outcome: t.Any) -> None:
+    if outcome.recovered:
+        console.print(f"Recovered: {outcome.recovered}")
+    if outcome.manifest is not None:
+        _render_manifest(outcome.manifest)
+    if outcome.diff is not None:
+        console.print(outcome.diff.table())
+        for trip in outcome.diff.breaker:
+            console.print(f"  breaker: {trip.day} {trip.measure} {trip.before} -> {trip.after}")
+    messages = {
+        "dry_run": "Dry run: nothing was changed.",
+        "nothing_to_do": "Nothing to restate: prod already reflects every bronze row.",
+        "staged": f"Staged restatement {outcome.restatement_id}; prod is unchanged. Review "
+        f"{outcome.report_dir}/diff.md, then `tardy promote {outcome.restatement_id}` "
+        f"(or `tardy discard {outcome.restatement_id}`).",
+        "promoted": f"Promoted restatement {outcome.restatement_id} "
+        f"(report in {outcome.report_dir}).",
+        "already_promoted": f"Restatement {outcome.restatement_id} was already promoted.",
+    }
+    console.print(messages[outcome.status], markup=False)
+
+
+def _restatement_command(args: argparse.Namespace, action: t.Callable[..., t.Any]) -> int:
+    """Runs a restatement action; a refusal or a failed gate exits non-zero with its reason."""
+    from tardy.lock import LockedError
     from tardy.project import open_context, spark_of
-    from tardy.restatement import restate
+    from tardy.promotion import ProdChangedError
+    from tardy.restate import RestatementError
+
+    context = open_context(args.gateway, progress_to_stderr=getattr(args, "json", False))
+    try:
+        result = action(context, spark_of(context))
+    except LockedError as error:
+        err.print(f"[bold red]refused:[/] {error}")
+        return 3
+    except (RestatementError, ProdChangedError) as error:
+        err.print(f"[bold red]failed:[/] {error}", markup=True, highlight=False)
+        if getattr(args, "json", False):
+            _print_json({"status": "failed", "error": str(error)})
+        return 2
+    if getattr(args, "json", False):
+        _print_json(result.as_dict() if hasattr(result, "as_dict") else result)
+    elif hasattr(result, "status"):
+        _render_outcome(result)
+    else:
+        console.print(result, markup=False)
+    return 0
+
+
+def cmd_restate(args: argparse.Namespace) -> int:
+    from tardy.restate import restate
+
+    return _restatement_command(
+        args,
+        lambda context, spark: restate(
+            context,
+            spark,
+            args.reason,
+            dry_run=args.dry_run,
+            promote=not args.no_promote,
+            accept_large_change=args.accept_large_change,
+            threshold=args.max_change,
+        ),
+    )
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    from tardy.restate import promote_staged
+
+    return _restatement_command(
+        args, lambda context, spark: promote_staged(context, spark, args.restatement_id)
+    )
+
+
+def cmd_discard(args: argparse.Namespace) -> int:
+    from tardy.restate import discard
+
+    return _restatement_command(
+        args, lambda context, spark: discard(context, spark, args.restatement_id)
+    )
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from tardy.restate import rollback
+
+    def action(context: t.Any, spark: t.Any) -> dict[str, object]:
+        versions = rollback(context, spark, args.restatement_id, args.reason)
+        return {
+            "restatement_id": args.restatement_id,
+            "status": "rolled_back",
+            "table_versions": versions,
+        }
+
+    return _restatement_command(args, action)
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tardy import restatement_log
+    from tardy.project import open_context, spark_of
+
+    context = open_context(args.gateway, load=False, progress_to_stderr=args.json)
+    spark = spark_of(context)
+    if args.json:
+        _print_json(
+            restatement_log.entries(spark, args.restatement_id)
+            if args.restatement_id
+            else restatement_log.summary(spark)
+        )
+        return 0
+    table = Table(title="Restatement log")
+    for column in ("id", "status", "reason", "actor", "created", "promoted", "intervals"):
+        table.add_column(column)
+    for item in restatement_log.summary(spark):
+        if args.restatement_id and item["restatement_id"] != args.restatement_id:
+            continue
+        table.add_row(
+            item["restatement_id"],
+            item["status"],
+            item["reason"],
+            item["actor"],
+            f"{item['created_at']:%Y-%m-%d %H:%M:%S}",
+            f"{item['promoted_at']:%Y-%m-%d %H:%M:%S}" if item.get("promoted_at") else "",
+            "; ".join(
+                f"{model.split('.')[-1]} {len(spans)}"
+                for model, spans in (item.get("intervals") or {}).items()
+            ),
+        )
+    console.print(table)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from tardy.project import open_context, spark_of
+    from tardy.status import render_status, status
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
-    result = restate(context, spark_of(context), args.reason, dry_run=args.dry_run)
+    with err.status("Measuring lateness and comparing new bronze rows with prod"):
+        result = status(context, spark_of(context))
     if args.json:
         _print_json(result.as_dict())
-        return 0
-    _render_manifest(result.manifest)
-    if args.dry_run:
-        console.print("Dry run: nothing was changed.")
-    elif result.manifest.is_empty:
-        console.print("Nothing to restate: prod already reflects every bronze row.")
     else:
-        for model, items in result.evaluated.items():
-            for item in items:
-                console.print(f"restated {model} {item['interval']}: {item['rows']:,} rows")
+        render_status(result, console)
     return 0
 
 
@@ -216,11 +342,53 @@ def build_parser() -> argparse.ArgumentParser:
     det.add_argument("--json", action="store_true")
     det.set_defaults(func=cmd_detect)
 
-    res = sub.add_parser("restate", help="recompute exactly the detected intervals")
-    res.add_argument("--reason", required=True, help="why (kept with the watermark)")
+    res = sub.add_parser(
+        "restate", help="stage, audit, diff and promote exactly the detected intervals"
+    )
+    res.add_argument("--reason", required=True, help="why (kept in the restatement log)")
     res.add_argument("--json", action="store_true")
     res.add_argument("--dry-run", action="store_true", help="print the manifest, change nothing")
+    res.add_argument(
+        "--no-promote", action="store_true", help="stop after the diff; `tardy promote` later"
+    )
+    res.add_argument(
+        "--accept-large-change",
+        action="store_true",
+        help="promote even when the circuit breaker trips",
+    )
+    res.add_argument(
+        "--max-change",
+        type=float,
+        help="circuit breaker threshold, relative (default: config variable "
+        "restatement_max_change)",
+    )
     res.set_defaults(func=cmd_restate)
+
+    pro = sub.add_parser("promote", help="promote a staged restatement (or finish one)")
+    pro.add_argument("restatement_id")
+    pro.add_argument("--json", action="store_true")
+    pro.set_defaults(func=cmd_promote)
+
+    dis = sub.add_parser("discard", help="drop a staged restatement")
+    dis.add_argument("restatement_id")
+    dis.set_defaults(func=cmd_discard)
+
+    rb = sub.add_parser("rollback", help="restore the tables a restatement changed")
+    rb.add_argument("restatement_id")
+    rb.add_argument("--reason", required=True, help="why (kept in the restatement log)")
+    rb.add_argument("--json", action="store_true")
+    rb.set_defaults(func=cmd_rollback)
+
+    log = sub.add_parser("log", help="the restatement log")
+    log.add_argument("restatement_id", nargs="?", help="one restatement's entries")
+    log.add_argument("--json", action="store_true")
+    log.set_defaults(func=cmd_log)
+
+    st = sub.add_parser("status", help="data watermark, final/provisional days, lateness")
+    st.add_argument("--json", action="store_true")
+    # Also accepted after the subcommand; SUPPRESS keeps a `tardy --gateway G status` value.
+    st.add_argument("--gateway", default=argparse.SUPPRESS, help="SQLMesh gateway")
+    st.set_defaults(func=cmd_status)
 
     fingerprint = sub.add_parser("fingerprint", help="content hash of every model's table")
     fingerprint.add_argument("--json", action="store_true")

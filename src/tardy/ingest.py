@@ -9,7 +9,8 @@ A file is identified by the SHA-256 of its content: a file already in bronze (or
 ledger ``bronze.ingest_ledger``) is skipped, so ingesting twice is a no-op. Bronze is written
 first and the ledger second; a crash between the two leaves the file recognised as ingested
 through bronze's own ``file_sha256`` column. Both tables are Delta ``appendOnly``: Delta
-itself refuses any UPDATE or DELETE on them.
+itself refuses any UPDATE or DELETE on them. Bronze also has Delta's change data feed on, so
+``tardy detect`` reads only the rows added since its watermark (``table_changes``).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ CREATE TABLE IF NOT EXISTS {BRONZE_TABLE} (
   corrects_transaction_id STRING
 ) USING delta
 PARTITIONED BY (arrival_date)
-TBLPROPERTIES ('delta.appendOnly' = 'true')
+TBLPROPERTIES ('delta.appendOnly' = 'true', 'delta.enableChangeDataFeed' = 'true')
 """
 LEDGER_DDL = f"""
 CREATE TABLE IF NOT EXISTS {LEDGER_TABLE} (

@@ -1,4 +1,4 @@
-"""Minimal restatement: find the closed intervals late bronze rows change, recompute exactly those.
+"""Detection: the closed intervals late bronze rows change, and the arrival watermark.
 
 ``detect`` looks at the bronze rows added since the last restatement (the watermark: a bronze
 Delta version; the first time, every row), and keeps only what prod does not reflect yet:
@@ -8,10 +8,8 @@ the next ``sqlmesh run`` recomputes anyway (inside the grace window) and closed 
 downstream closure (daily day, week, month, the 28 days of features that include the day)
 is the change manifest.
 
-``restate`` evaluates exactly the manifest's intervals through SQLMesh's own scheduler (the
-call a restatement plan makes after it removed the intervals), in one process and one Spark
-session: per model only its ranges, upstream first, with the models' audits; no hull, no
-lookback tail. Then it records the new watermark.
+``tardy.restate`` stages, audits, diffs and promotes exactly the manifest's intervals, then
+advances the watermark (``advance_watermark``).
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from datetime import UTC, date, datetime, timedelta
 from sqlglot import parse_one
 
 from tardy.ingest import BRONZE_TABLE
+from tardy.staging import prod_snapshots
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,21 +49,25 @@ TBLPROPERTIES ('delta.appendOnly' = 'true')
 # Rendered with the silver model's own macros: one definition of validity, key and precedence.
 CHANGES_SQL = """
 WITH new_rows AS (
-  SELECT b.record_id, @natural_key() AS k, @invalid_reason() AS reason,
+  SELECT record_id, @natural_key() AS k, @invalid_reason() AS reason,
          @report_date() AS report_date
-  FROM {bronze} AS b {since}
+  FROM {new_rows}
 ), touched AS (
   SELECT DISTINCT k FROM new_rows WHERE reason IS NULL
-), valid AS (
+), versions AS (
+  -- Every record of the touched keys, validated after the key match (as in the model).
   SELECT @natural_key() AS k, record_id, record_type, arrival_ts,
-         CAST(event_ts AS DATE) AS event_date
+         CAST(event_ts AS DATE) AS event_date, @invalid_reason() IS NULL AS is_valid
   FROM {bronze}
-  WHERE @invalid_reason() IS NULL
+  WHERE @natural_key() IN (SELECT k FROM touched)
 ), ranked AS (
-  SELECT v.*, @version_rank(v.k) AS rn, COUNT(*) OVER (PARTITION BY v.k) AS n
-  FROM valid AS v INNER JOIN touched AS t ON v.k = t.k
+  SELECT *, @version_rank(k, is_valid) AS rn,
+         COUNT(CASE WHEN is_valid THEN 1 END) OVER (PARTITION BY k) AS n
+  FROM versions
 ), expected AS (
-  SELECT k, record_type <> 'void' AS present, event_date, record_id, n FROM ranked WHERE rn = 1
+  SELECT k, record_type <> 'void' AS present, event_date, record_id, n
+  FROM ranked
+  WHERE rn = 1 AND is_valid
 ), prod AS (
   SELECT s.transaction_id AS k, s.event_date, s.source_record_id, s.version_count
   FROM {silver} AS s INNER JOIN touched AS t ON s.transaction_id = t.k
@@ -125,7 +128,7 @@ def _watermark(spark: SparkSession) -> tuple[int | None, str | None]:
         f"SELECT bronze_version, arrival_watermark FROM {WATERMARK_TABLE} "
         "ORDER BY advanced_at DESC, bronze_version DESC LIMIT 1"
     ).first()
-    if row is None:
+    if row is None or row.bronze_version < 0:  # never set, or rolled back to the start
         return None, None
     stamp = row.arrival_watermark.isoformat() if row.arrival_watermark else None
     return int(row.bronze_version), stamp
@@ -137,39 +140,46 @@ def bronze_version(spark: SparkSession) -> int:
 
 def last_computed_day(context: Context, model: str) -> date | None:
     """The last day of the model's prod intervals (SQLMesh state)."""
-    snapshot = _prod_snapshots(context)[model]
+    snapshot = prod_snapshots(context)[model]
     if not snapshot.intervals:
         return None
     end_ms = max(end for _, end in snapshot.intervals)
     return (datetime.fromtimestamp(end_ms / 1000, tz=UTC) - timedelta(days=1)).date()
 
 
-def _prod_snapshots(context: Context) -> dict[str, t.Any]:
-    env = context.state_sync.get_environment("prod")
-    if env is None:
-        raise RuntimeError("no prod environment yet: run `sqlmesh plan` first")
-    snapshots = context.state_sync.get_snapshots(env.snapshots).values()
-    return {s.model.name: s for s in snapshots if s.is_model}
-
-
-def _render(context: Context, since: int | None) -> str:
+def _render(context: Context, new_rows: str) -> str:
     from sqlmesh.core.macros import MacroEvaluator
 
     model = context.get_model(SILVER)
     sql = CHANGES_SQL.format(
-        bronze=BRONZE_TABLE,
-        silver=SILVER,
-        quarantine=QUARANTINE,
-        since=(
-            ""
-            if since is None
-            else f"LEFT ANTI JOIN (SELECT record_id FROM {BRONZE_TABLE} VERSION AS OF {since})"
-            " AS o ON b.record_id = o.record_id"
-        ),
+        bronze=BRONZE_TABLE, silver=SILVER, quarantine=QUARANTINE, new_rows=new_rows
     )
     evaluator = MacroEvaluator(dialect="spark", python_env=model.python_env)
     rendered = evaluator.transform(parse_one(sql, dialect="spark"))
     return rendered.sql("spark")  # type: ignore[union-attr]
+
+
+def _changes(context: Context, spark: SparkSession, since: int | None) -> list[t.Any]:
+    """The rows of CHANGES_SQL for the bronze rows added after version ``since``.
+
+    Bronze is append-only with Delta's change data feed on, so the new rows are read from
+    the files the later commits added (``table_changes``); a bronze table created before
+    the feed was switched on falls back to an anti-join with the old version.
+    """
+    from pyspark.errors import PySparkException
+
+    if since is None:
+        return spark.sql(_render(context, BRONZE_TABLE)).collect()
+    try:
+        feed = f"table_changes('{BRONZE_TABLE}', {since + 1})"
+        return spark.sql(_render(context, feed)).collect()
+    except PySparkException:
+        anti_join = (
+            f"(SELECT b.* FROM {BRONZE_TABLE} AS b LEFT ANTI JOIN "
+            f"(SELECT record_id FROM {BRONZE_TABLE} VERSION AS OF {since}) AS o "
+            "ON b.record_id = o.record_id)"
+        )
+        return spark.sql(_render(context, anti_join)).collect()
 
 
 def first_day(unit: str, day: date, project_start: date) -> date:
@@ -185,9 +195,7 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
     version = bronze_version(spark)
     arrival = spark.sql(f"SELECT MAX(arrival_ts) AS m FROM {BRONZE_TABLE} VERSION AS OF {version}")
     watermark = arrival.first().m
-    changes = (
-        spark.sql(_render(context, since)).collect() if since != version else []  # nothing new
-    )
+    changes = _changes(context, spark, since) if since != version else []  # nothing new
     silver_days = {d for r in changes if r.kind == "silver" for d in (r.new_day, r.old_day) if d}
     quarantine_days = {r.new_day for r in changes if r.kind == "quarantine"}
 
@@ -256,78 +264,13 @@ def stock_commands(manifest: Manifest, project_start: date, features_end: date |
     return list(dict.fromkeys(commands))
 
 
-@dataclass
-class Restatement:
-    manifest: Manifest
-    evaluated: dict[str, list[dict[str, object]]]
-    advanced_watermark: bool
-
-    def as_dict(self) -> dict[str, object]:
-        return {**self.manifest.as_dict(), "evaluated": self.evaluated}
-
-
-def restate(
-    context: Context, spark: SparkSession, reason: str, *, dry_run: bool = False
-) -> Restatement:
-    """Evaluate exactly the manifest's intervals, then advance the watermark."""
-    from sqlmesh.core.snapshot import DeployabilityIndex
-    from sqlmesh.utils.date import to_timestamp
-
-    if not reason.strip():
-        raise ValueError("a restatement needs a --reason")
-    manifest = detect(context, spark)
-    if dry_run:
-        return Restatement(manifest, {}, advanced_watermark=False)
-    evaluated: dict[str, list[dict[str, object]]] = {}
-    if not manifest.is_empty:
-        snapshots = _prod_snapshots(context)
-        merged = {
-            snapshots[model]: [
-                (to_timestamp(first), to_timestamp(date.fromisoformat(last) + timedelta(days=1)))
-                for first, last in spans
-            ]
-            for model, spans in manifest.impacted.items()
-            if spans
-        }
-        env = context.state_sync.get_environment("prod")
-        errors, _ = context.scheduler("prod").run_merged_intervals(
-            merged_intervals=merged,
-            deployability_index=DeployabilityIndex.all_deployable(),
-            environment_naming_info=env.naming_info,  # type: ignore[union-attr]
-            is_restatement=True,
-        )
-        if errors:
-            raise RuntimeError("restatement failed: " + "; ".join(str(error) for error in errors))
-        evaluated = {
-            model: [
-                {"interval": span, "rows": _rows_in(spark, snapshots[model], span)}
-                for span in spans
-            ]
-            for model, spans in manifest.impacted.items()
-            if spans
-        }
-    # Changes inside the grace window are left to the next run; the watermark stays put until
-    # prod reflects them, so that they are checked again if that run never comes.
-    pending = any(manifest.absorbed_by_next_run.values())
-    if not pending:
-        spark.createDataFrame(
-            [(manifest.bronze_version, _ts(manifest.arrival_watermark), datetime.now(UTC), reason)],
-            schema=spark.table(WATERMARK_TABLE).schema,
-        ).write.format("delta").mode("append").saveAsTable(WATERMARK_TABLE)
-    return Restatement(manifest, evaluated, advanced_watermark=not pending)
-
-
-def _ts(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
-
-
-def _rows_in(spark: SparkSession, snapshot: t.Any, span: list[str]) -> int:
-    column = snapshot.model.time_column.column.name
-    return (
-        spark.sql(
-            f"SELECT COUNT(*) AS n FROM {snapshot.model.name} "
-            f"WHERE `{column}` BETWEEN DATE'{span[0]}' AND DATE'{span[1]}'"
-        )
-        .first()
-        .n
-    )
+def advance_watermark(
+    spark: SparkSession, version: int, arrival_watermark: str | None, reason: str
+) -> None:
+    """Record that prod reflects bronze up to ``version`` (-1: nothing yet)."""
+    ensure_watermark_table(spark)
+    stamp = datetime.fromisoformat(arrival_watermark) if arrival_watermark else None
+    spark.createDataFrame(
+        [(version, stamp, datetime.now(UTC), reason)],
+        schema=spark.table(WATERMARK_TABLE).schema,
+    ).write.format("delta").mode("append").saveAsTable(WATERMARK_TABLE)

@@ -1,0 +1,278 @@
+"""Review a staged restatement: per model and interval, prod (before) against staged (after).
+
+For each restated interval: row counts and the sum of every DECIMAL column before and after,
+and the keys (the model's grain) added, removed and changed (same key, different row hash),
+with a few examples of each. Rendered as a Rich table, as Markdown (a pull-request comment
+body) and as JSON.
+
+The circuit breaker reads the same numbers for ``gold.daily_store_revenue`` per day: a closed
+day whose revenue or row count moves by more than the threshold stops the restatement unless
+``--accept-large-change`` is given.
+"""
+
+from __future__ import annotations
+
+import typing as t
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+
+from rich.table import Table
+
+if t.TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from sqlmesh import Context
+
+    from tardy.staging import StagedTable
+
+BREAKER_MODEL = "gold.daily_store_revenue"
+BREAKER_MEASURE = "revenue"
+EXAMPLES = 5
+
+
+@dataclass
+class IntervalDiff:
+    model: str
+    interval: list[str]
+    rows_before: int
+    rows_after: int
+    sums_before: dict[str, str]
+    sums_after: dict[str, str]
+    keys_added: int
+    keys_removed: int
+    keys_changed: int
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def unchanged(self) -> bool:
+        return not (self.keys_added or self.keys_removed or self.keys_changed)
+
+
+@dataclass
+class BreakerTrip:
+    day: str
+    measure: str
+    before: str
+    after: str
+    change: float | None  # relative change; None when before is 0 and after is not
+
+
+@dataclass
+class Diff:
+    restatement_id: str
+    intervals: list[IntervalDiff]
+    threshold: float
+    breaker: list[BreakerTrip]
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    def totals(self) -> dict[str, dict[str, object]]:
+        """Per model: rows and sums before/after over all its restated intervals."""
+        out: dict[str, dict[str, object]] = {}
+        for item in self.intervals:
+            total = out.setdefault(
+                item.model, {"rows_before": 0, "rows_after": 0, "sums_before": {}, "sums_after": {}}
+            )
+            total["rows_before"] = int(total["rows_before"]) + item.rows_before  # type: ignore[call-overload]
+            total["rows_after"] = int(total["rows_after"]) + item.rows_after  # type: ignore[call-overload]
+            for side in ("sums_before", "sums_after"):
+                sums = t.cast(dict[str, str], total[side])
+                for column, value in getattr(item, side).items():
+                    sums[column] = str(Decimal(sums.get(column, "0")) + Decimal(value))
+        return out
+
+    def table(self) -> Table:
+        table = Table(title=f"Restatement {self.restatement_id}: staged vs prod")
+        for column in ("model", "interval", "rows", "sum", "added", "removed", "changed"):
+            table.add_column(column, justify="left" if column in ("model", "interval") else "right")
+        for item in self.intervals:
+            measure = _measure(item.sums_before)
+            table.add_row(
+                item.model,
+                f"{item.interval[0]}..{item.interval[1]}",
+                f"{item.rows_before:,} → {item.rows_after:,}",
+                f"{measure}: {item.sums_before.get(measure, '')} → {item.sums_after.get(measure, '')}"
+                if measure
+                else "",
+                f"{item.keys_added:,}",
+                f"{item.keys_removed:,}",
+                f"{item.keys_changed:,}",
+            )
+        return table
+
+    def markdown(self) -> str:
+        lines = [
+            f"### tardy restatement `{self.restatement_id}`",
+            "",
+            "| model | interval | rows before | rows after | sum before | sum after "
+            "| keys added | keys removed | keys changed |",
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|",
+        ]
+        for item in self.intervals:
+            measure = _measure(item.sums_before)
+            before = f"{measure} {item.sums_before[measure]}" if measure else ""
+            after = f"{measure} {item.sums_after.get(measure, '')}" if measure else ""
+            lines.append(
+                f"| `{item.model}` | {item.interval[0]}..{item.interval[1]} "
+                f"| {item.rows_before:,} | {item.rows_after:,} | {before} | {after} "
+                f"| {item.keys_added:,} | {item.keys_removed:,} | {item.keys_changed:,} |"
+            )
+        examples = [
+            f"- `{item.model}` {item.interval[0]}..{item.interval[1]} {kind}: "
+            + ", ".join(f"`{key}`" for key in keys)
+            for item in self.intervals
+            for kind, keys in item.examples.items()
+            if keys
+        ]
+        if examples:
+            lines += ["", "<details><summary>Example keys</summary>", "", *examples, "</details>"]
+        lines.append("")
+        if self.breaker:
+            lines.append(
+                f"**Circuit breaker**: {len(self.breaker)} closed day(s) of `{BREAKER_MODEL}` "
+                f"change by more than {self.threshold:.0%}:"
+            )
+            lines += [
+                f"- {trip.day} {trip.measure}: {trip.before} → {trip.after}"
+                f" ({'new' if trip.change is None else f'{trip.change:+.1%}'})"
+                for trip in self.breaker
+            ]
+        else:
+            lines.append(
+                f"Circuit breaker: no closed day of `{BREAKER_MODEL}` changes by more than "
+                f"{self.threshold:.0%}."
+            )
+        return "\n".join(lines) + "\n"
+
+
+def _measure(sums: dict[str, str]) -> str | None:
+    for preferred in ("revenue", "net_amount", "revenue_28d"):
+        if preferred in sums:
+            return preferred
+    return next(iter(sums), None)
+
+
+def _grain(context: Context, model: str) -> list[str]:
+    """The model's grain columns (its key), empty when it declares none."""
+    from sqlglot import exp
+
+    grains = context.get_model(model).grains
+    return [column.name for grain in grains for column in grain.find_all(exp.Column)]
+
+
+def diff_table(context: Context, spark: SparkSession, staged: StagedTable) -> list[IntervalDiff]:
+    schema = spark.table(staged.prod_table).schema
+    columns = [f.name for f in schema.fields]
+    decimals = [f.name for f in schema.fields if f.dataType.typeName() == "decimal"]
+    keys = _grain(context, staged.model) or columns
+    time_column = staged.time_column
+    out = []
+    for first, last in staged.intervals:
+        predicate = f"`{time_column}` BETWEEN DATE'{first}' AND DATE'{last}'"
+        hashed = ", ".join(f"`{c}`" for c in columns)
+
+        def side(table: str, predicate: str = predicate, hashed: str = hashed) -> str:
+            return f"SELECT *, xxhash64({hashed}) AS _row_hash, 1 AS _present FROM {table} WHERE {predicate}"
+
+        join = " AND ".join(f"b.`{k}` <=> a.`{k}`" for k in keys)
+        key_text = " || '|' || ".join(
+            f"COALESCE(CAST(COALESCE(a.`{k}`, b.`{k}`) AS STRING), 'NULL')" for k in keys
+        )
+        spark.sql(
+            f"CREATE OR REPLACE TEMPORARY VIEW _tardy_diff AS SELECT "
+            f"b._present AS _in_before, a._present AS _in_after, "
+            f"b._row_hash AS _hash_before, a._row_hash AS _hash_after, {key_text} AS _key"
+            + (
+                ", " + ", ".join(f"b.`{c}` AS `b_{c}`, a.`{c}` AS `a_{c}`" for c in decimals)
+                if decimals
+                else ""
+            )
+            + f" FROM ({side(staged.prod_table)}) AS b FULL OUTER JOIN ({side(staged.staged_table)}) AS a ON {join}"
+        )
+        sum_sql = ", ".join(
+            f"CAST(SUM(`b_{c}`) AS STRING) AS `before_{c}`, CAST(SUM(`a_{c}`) AS STRING) AS `after_{c}`"
+            for c in decimals
+        )
+        row = spark.sql(
+            "SELECT COUNT(_in_before) AS rows_before, COUNT(_in_after) AS rows_after, "
+            "COUNT(CASE WHEN _in_before IS NULL THEN 1 END) AS added, "
+            "COUNT(CASE WHEN _in_after IS NULL THEN 1 END) AS removed, "
+            "COUNT(CASE WHEN _in_before = 1 AND _in_after = 1 AND _hash_before <> _hash_after "
+            "THEN 1 END) AS changed" + (", " + sum_sql if sum_sql else "") + " FROM _tardy_diff"
+        ).first()
+        examples = {}
+        for kind, condition in (
+            ("added", "_in_before IS NULL"),
+            ("removed", "_in_after IS NULL"),
+            ("changed", "_in_before = 1 AND _in_after = 1 AND _hash_before <> _hash_after"),
+        ):
+            if row[kind]:
+                examples[kind] = [
+                    r._key
+                    for r in spark.sql(
+                        f"SELECT _key FROM _tardy_diff WHERE {condition} ORDER BY _key LIMIT {EXAMPLES}"
+                    ).collect()
+                ]
+        out.append(
+            IntervalDiff(
+                model=staged.model,
+                interval=[first, last],
+                rows_before=int(row.rows_before),
+                rows_after=int(row.rows_after),
+                sums_before={c: row[f"before_{c}"] or "0" for c in decimals},
+                sums_after={c: row[f"after_{c}"] or "0" for c in decimals},
+                keys_added=int(row.added),
+                keys_removed=int(row.removed),
+                keys_changed=int(row.changed),
+                examples=examples,
+            )
+        )
+    spark.sql("DROP VIEW IF EXISTS _tardy_diff")
+    return out
+
+
+def breaker(spark: SparkSession, staged: list[StagedTable], threshold: float) -> list[BreakerTrip]:
+    """Closed days of gold.daily_store_revenue whose revenue or row count moves by more than
+    ``threshold`` (relative), staged against prod."""
+    daily = next((table for table in staged if table.model == BREAKER_MODEL), None)
+    if daily is None:
+        return []
+    column = daily.time_column
+    query = f"""
+    WITH b AS (
+      SELECT `{column}` AS day, COUNT(*) AS n, SUM({BREAKER_MEASURE}) AS m
+      FROM {daily.prod_table} WHERE {daily.predicate()} GROUP BY 1
+    ), a AS (
+      SELECT `{column}` AS day, COUNT(*) AS n, SUM({BREAKER_MEASURE}) AS m
+      FROM {daily.staged_table} WHERE {daily.predicate()} GROUP BY 1
+    )
+    SELECT COALESCE(a.day, b.day) AS day, COALESCE(b.n, 0) AS n_before,
+           COALESCE(a.n, 0) AS n_after, COALESCE(b.m, 0) AS m_before, COALESCE(a.m, 0) AS m_after
+    FROM b FULL OUTER JOIN a ON a.day = b.day
+    ORDER BY day
+    """
+    trips = []
+    for row in spark.sql(query).collect():
+        for measure, before, after in (
+            ("rows", Decimal(row.n_before), Decimal(row.n_after)),
+            (BREAKER_MEASURE, Decimal(row.m_before), Decimal(row.m_after)),
+        ):
+            if before == after:
+                continue
+            change = None if before == 0 else float((after - before) / abs(before))
+            if change is None or abs(change) > threshold:
+                trips.append(
+                    BreakerTrip(row.day.isoformat(), measure, str(before), str(after), change)
+                )
+    return trips
+
+
+def diff(
+    context: Context,
+    spark: SparkSession,
+    restatement_id: str,
+    staged: list[StagedTable],
+    threshold: float,
+) -> Diff:
+    intervals = [item for table in staged for item in diff_table(context, spark, table)]
+    return Diff(restatement_id, intervals, threshold, breaker(spark, staged, threshold))

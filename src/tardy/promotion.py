@@ -1,0 +1,127 @@
+"""Promote a staged restatement into prod, table by table, one Delta commit each; roll back.
+
+Promotion copies the restated intervals of each staged table into its prod table with one
+``INSERT INTO <prod> REPLACE WHERE <intervals> SELECT ... FROM <staged>``: a single atomic
+Delta commit per table, upstream first. Each commit is tagged with the restatement id in the
+Delta commit's ``userMetadata``, so a promotion interrupted at any point (kill -9) can tell,
+from the tables' own history, which tables are already promoted: resuming skips those and
+commits the others. A prod table that got any other commit since it was staged is refused
+(the staged rows would be stale): restate again.
+
+Rollback restores every promoted table to its pre-promotion version (``RESTORE TABLE ...
+TO VERSION AS OF``, itself one Delta commit), refusing a table that changed after the
+promotion.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import typing as t
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+if t.TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tardy.staging import StagedTable
+
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+# Test hook: kill -9 this process right after promoting N tables ("promote:N"), to prove that
+# an interrupted promotion resumes; never set outside tests.
+FAILPOINT = "TARDY_FAILPOINT"
+
+
+class ProdChangedError(RuntimeError):
+    """A prod table changed since the restatement was staged (or promoted)."""
+
+
+def tag(restatement_id: str, action: str) -> str:
+    return f"tardy:{action}:{restatement_id}"
+
+
+@contextmanager
+def tagged_commits(spark: SparkSession, value: str) -> Iterator[None]:
+    spark.conf.set(USER_METADATA, value)
+    try:
+        yield
+    finally:
+        spark.conf.unset(USER_METADATA)
+
+
+def history(spark: SparkSession, table: str, after_version: int) -> list[t.Any]:
+    """The commits of ``table`` after ``after_version``, oldest first."""
+    rows = spark.sql(f"DESCRIBE HISTORY {table}").collect()
+    return sorted((r for r in rows if r.version > after_version), key=lambda r: r.version)
+
+
+def _failpoint(action: str, done: int) -> None:
+    if os.environ.get(FAILPOINT) == f"{action}:{done}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def promote(
+    spark: SparkSession, restatement_id: str, staged: list[StagedTable]
+) -> tuple[dict[str, int], list[str]]:
+    """Commit each staged table's intervals into prod (idempotent).
+
+    Returns the prod Delta version after promotion per table, and the tables this call
+    committed (the others were promoted by an earlier, interrupted call).
+    """
+    marker = tag(restatement_id, "promote")
+    after: dict[str, int] = {}
+    committed: list[str] = []
+    _failpoint("promote", 0)
+    for table in staged:
+        commits = history(spark, table.prod_table, table.version_before)
+        ours = [c for c in commits if c.userMetadata == marker]
+        if ours:
+            after[table.model] = int(ours[-1].version)
+            continue
+        if commits:
+            raise ProdChangedError(
+                f"{table.model} ({table.prod_table}) changed since it was staged: version "
+                f"{table.version_before} -> {commits[-1].version} ({commits[-1].operation}); "
+                "discard this restatement and run `tardy restate` again"
+            )
+        with tagged_commits(spark, marker):
+            spark.sql(
+                f"INSERT INTO {table.prod_table} REPLACE WHERE {table.predicate()} "
+                f"SELECT * FROM {table.staged_table} WHERE {table.predicate()}"
+            )
+        after[table.model] = int(history(spark, table.prod_table, table.version_before)[-1].version)
+        committed.append(table.model)
+        _failpoint("promote", len(after))
+    return after, committed
+
+
+def rollback(
+    spark: SparkSession,
+    restatement_id: str,
+    tables: dict[str, str],
+    before: dict[str, int],
+    after: dict[str, int],
+) -> dict[str, int]:
+    """Restore each promoted table (model -> prod table) to its pre-promotion version.
+
+    Downstream first; idempotent (a table already restored by this rollback is skipped).
+    """
+    marker = tag(restatement_id, "rollback")
+    versions: dict[str, int] = {}
+    for model in reversed(list(after)):
+        table = tables[model]
+        commits = history(spark, table, after[model])
+        ours = [c for c in commits if c.userMetadata == marker]
+        if ours:
+            versions[model] = int(ours[-1].version)
+            continue
+        if commits:
+            raise ProdChangedError(
+                f"{model} ({table}) changed after the promotion (version {after[model]} -> "
+                f"{commits[-1].version}, {commits[-1].operation}): restoring version "
+                f"{before[model]} would also undo that change; refusing"
+            )
+        with tagged_commits(spark, marker):
+            spark.sql(f"RESTORE TABLE {table} TO VERSION AS OF {before[model]}")
+        versions[model] = int(history(spark, table, after[model])[-1].version)
+    return versions

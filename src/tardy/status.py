@@ -1,0 +1,345 @@
+"""Provisional and final: how far the data has come, how late it is, what final days still lack.
+
+Definitions (all times UTC; a day D is the half-open interval [D 00:00, D+1 00:00)):
+
+* **Data watermark** ``W = max(arrival_ts) over bronze.pos_events - grace_days`` (config
+  variable ``grace_days``), a timestamp. It is a function of bronze only, never of the wall
+  clock or of what SQLMesh has run: the feed itself says how far it has come.
+* **Final / provisional.** A day D is *final* when the whole day lies before the watermark,
+  ``end(D) = D+1 00:00 <= W``, which for a timestamp W is exactly ``D < date(W)``; otherwise
+  it is *provisional*. Equivalently: D is final once bronze has seen an arrival at least
+  ``grace_days`` days after D ended. Boundary: with W = 2026-01-08 00:00 the day 2026-01-07
+  is final (it ends at W) and 2026-01-08 is provisional; with W = 2026-01-08 12:00 still
+  2026-01-07 is the last final day. Bronze empty: no watermark, every day provisional. A
+  period of the rollups (a week or month, keyed by its ``first_day``) is final when its last
+  day is.
+* **Late arrival** (per bronze row): ``arrival_ts > end(event day) + grace_days``, i.e. the row
+  arrived after its event day had become final (strictly after: a row arriving exactly
+  ``grace_days`` days after its day ended is on time). ``late_ratio = late_rows /
+  measured_rows``. Only rows with a *valid* ``event_ts`` are measured: rows whose ``event_ts``
+  is NULL (missing, unparseable, or an unparseable line) and rows whose ``event_ts`` is after
+  their ``arrival_ts`` (quarantined as ``event_after_arrival``) are excluded and counted
+  separately. Every bronze row counts (duplicates, corrections, voids, rows silver
+  quarantines for other reasons): this describes the feed, not silver. (``tardy summary``'s
+  ``beyond_grace_share`` compares arrival *dates*, so it also counts a row arriving exactly at
+  the boundary.)
+* **Lag** = ``arrival_ts - event_ts`` in hours, over the measured rows; p50/p95/p99 are
+  Spark's exact ``percentile`` (linear interpolation between the closest ranks, as numpy's
+  default).
+* **Pending late data** comes from ``tardy.restatement.detect``: its manifest's ``impacted``
+  intervals are the days (and weeks/months) detect considers closed (older than the last
+  computed day minus the grace window, by SQLMesh's state) with bronze changes prod does not
+  reflect. detect judges closure by what SQLMesh has *run*, finality by what bronze has
+  *seen*; the two can disagree, and both views are reported: ``pending_final`` (impacted and
+  final: the headline, final periods that a ``tardy restate`` would change),
+  ``pending_provisional`` (detect: closed, to restate; watermark: still provisional, i.e. runs
+  ran ahead of the data) and ``absorbed_but_final`` (detect: the next ``sqlmesh run``
+  absorbs them; watermark: already final, i.e. the runs lag behind the data).
+
+The view ``tardy.daily_store_revenue_status`` (``DAILY_STATUS_VIEW_SQL``) is
+``gold.daily_store_revenue`` plus ``data_watermark`` and ``period_status``, computed from
+bronze when it is read, so it never goes stale; the grace window is written into it when
+``ensure_status_view`` (re)creates it, which every ``status`` call does.
+"""
+
+from __future__ import annotations
+
+import calendar
+import typing as t
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime, timedelta
+
+from tardy.ingest import BRONZE_TABLE
+
+if t.TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from rich.console import Console
+    from sqlmesh import Context
+
+    from tardy.restatement import Manifest
+
+DAILY_TABLE = "gold.daily_store_revenue"
+WEEKLY_TABLE = "gold.weekly_store_revenue"
+MONTHLY_TABLE = "gold.monthly_store_revenue"
+STATUS_SCHEMA = "tardy"
+DAILY_STATUS_VIEW = f"{STATUS_SCHEMA}.daily_store_revenue_status"
+
+# The per-day status view: every column of daily gold, the data watermark and the status of the
+# day. To add columns (e.g. the restatement log's last_restated_at / reason), extend this one
+# statement; ``{grace_days}`` is filled in by ``ensure_status_view``.
+DAILY_STATUS_VIEW_SQL = f"""
+CREATE OR REPLACE VIEW {DAILY_STATUS_VIEW}
+COMMENT 'final: the whole day lies before max(bronze arrival_ts) - grace days'
+AS
+WITH watermark AS (
+  SELECT MAX(arrival_ts) - MAKE_DT_INTERVAL({{grace_days}}) AS data_watermark
+  FROM {BRONZE_TABLE}
+)
+SELECT
+  d.*,
+  w.data_watermark,
+  CASE
+    WHEN d.event_date < CAST(w.data_watermark AS DATE) THEN 'final'
+    ELSE 'provisional'
+  END AS period_status
+FROM {DAILY_TABLE} AS d
+CROSS JOIN watermark AS w
+"""
+
+# Lateness per source system, and over all sources (the grouping set ()).
+LATENESS_SQL = f"""
+WITH bronze AS (
+  SELECT
+    source_system,
+    arrival_ts,
+    event_ts,
+    event_ts IS NOT NULL AND event_ts <= arrival_ts AS measured,
+    (UNIX_MICROS(arrival_ts) - UNIX_MICROS(event_ts)) / 3600e6 AS lag_hours
+  FROM {BRONZE_TABLE}
+)
+SELECT
+  source_system,
+  GROUPING(source_system) = 1 AS is_total,
+  COUNT(*) AS n_rows,
+  COUNT_IF(measured) AS measured_rows,
+  COUNT_IF(event_ts IS NULL) AS rows_without_event_ts,
+  COUNT_IF(event_ts > arrival_ts) AS rows_event_after_arrival,
+  COUNT_IF(
+    measured
+    AND arrival_ts > CAST(DATE_ADD(CAST(event_ts AS DATE), 1 + {{grace_days}}) AS TIMESTAMP)
+  ) AS late_rows,
+  PERCENTILE(CASE WHEN measured THEN lag_hours END, ARRAY(0.5, 0.95, 0.99)) AS lag_hours,
+  MAX(arrival_ts) AS max_arrival_ts
+FROM bronze
+GROUP BY GROUPING SETS ((source_system), ())
+"""
+
+
+@dataclass
+class SourceStatus:
+    """Lateness of one source system's bronze rows (or of all of them: ``source_system='*'``)."""
+
+    source_system: str
+    rows: int
+    measured_rows: int
+    rows_without_event_ts: int
+    rows_event_after_arrival: int
+    late_rows: int
+    late_ratio: float | None
+    lag_hours_p50: float | None
+    lag_hours_p95: float | None
+    lag_hours_p99: float | None
+    max_arrival_ts: str | None
+
+
+@dataclass
+class Status:
+    max_arrival_ts: str | None
+    data_watermark: str | None
+    grace_days: int
+    last_final_day: str | None
+    first_provisional_day: str | None
+    sources: list[SourceStatus]
+    overall: SourceStatus
+    pending_final: dict[str, list[list[str]]]
+    pending_provisional: dict[str, list[list[str]]]
+    absorbed_but_final: dict[str, list[list[str]]]
+    detect: dict[str, object] = field(default_factory=dict)
+    view: str = DAILY_STATUS_VIEW
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def data_watermark(max_arrival: datetime | None, grace_days: int) -> datetime | None:
+    return None if max_arrival is None else max_arrival - timedelta(days=grace_days)
+
+
+def is_final(day: date, watermark: datetime | None) -> bool:
+    """The whole of ``day`` lies before the watermark: ``day + 1 (00:00) <= watermark``."""
+    return watermark is not None and day < watermark.date()
+
+
+def period_last_day(model: str, key: date) -> date:
+    """The last day of the period a model's time key names (weeks end on Sunday)."""
+    if model == WEEKLY_TABLE:
+        return key + timedelta(days=6 - key.weekday())
+    if model == MONTHLY_TABLE:
+        return key.replace(day=calendar.monthrange(key.year, key.month)[1])
+    return key
+
+
+def _days(spans: Iterable[list[str]]) -> set[date]:
+    out: set[date] = set()
+    for first, last in spans:
+        day, end = date.fromisoformat(first), date.fromisoformat(last)
+        while day <= end:
+            out.add(day)
+            day += timedelta(days=1)
+    return out
+
+
+def split_by_finality(
+    manifest: Manifest, watermark: datetime | None
+) -> tuple[dict[str, list[list[str]]], dict[str, list[list[str]]], dict[str, list[list[str]]]]:
+    """(pending_final, pending_provisional, absorbed_but_final) of a detect manifest."""
+    from tardy.restatement import ranges
+
+    def final(model: str, key: date) -> bool:
+        return is_final(period_last_day(model, key), watermark)
+
+    pending_final, pending_provisional, absorbed_final = {}, {}, {}
+    for model, spans in manifest.impacted.items():
+        keys = _days(spans)
+        pending_final[model] = ranges(k for k in keys if final(model, k))
+        pending_provisional[model] = ranges(k for k in keys if not final(model, k))
+    for model, spans in manifest.absorbed_by_next_run.items():
+        absorbed_final[model] = ranges(k for k in _days(spans) if final(model, k))
+    return pending_final, pending_provisional, absorbed_final
+
+
+def ensure_status_view(spark: SparkSession, grace_days: int) -> str:
+    """(Re)create ``tardy.daily_store_revenue_status``; returns its name."""
+    if not spark.catalog.tableExists(DAILY_TABLE):
+        raise RuntimeError(f"{DAILY_TABLE} does not exist yet: run `sqlmesh plan` first")
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {STATUS_SCHEMA}")
+    spark.sql(DAILY_STATUS_VIEW_SQL.format(grace_days=int(grace_days)))
+    return DAILY_STATUS_VIEW
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _hours(values: list[float] | None, index: int) -> float | None:
+    return None if values is None else float(values[index])
+
+
+def lateness(spark: SparkSession, grace_days: int) -> tuple[list[SourceStatus], SourceStatus]:
+    """Per-source and overall lateness of bronze (see the module's definitions)."""
+    sources, overall = [], None
+    for row in spark.sql(LATENESS_SQL.format(grace_days=int(grace_days))).collect():
+        measured = int(row.measured_rows)
+        item = SourceStatus(
+            source_system="*" if row.is_total else row.source_system,
+            rows=int(row.n_rows),
+            measured_rows=measured,
+            rows_without_event_ts=int(row.rows_without_event_ts),
+            rows_event_after_arrival=int(row.rows_event_after_arrival),
+            late_rows=int(row.late_rows),
+            late_ratio=int(row.late_rows) / measured if measured else None,
+            lag_hours_p50=_hours(row.lag_hours, 0),
+            lag_hours_p95=_hours(row.lag_hours, 1),
+            lag_hours_p99=_hours(row.lag_hours, 2),
+            max_arrival_ts=_iso(row.max_arrival_ts),
+        )
+        if row.is_total:
+            overall = item
+        else:
+            sources.append(item)
+    sources.sort(key=lambda s: s.source_system)
+    if overall is None:  # bronze is empty: the grouping sets yield no row at all
+        overall = SourceStatus("*", 0, 0, 0, 0, 0, None, None, None, None, None)
+    return sources, overall
+
+
+def status(context: Context, spark: SparkSession) -> Status:
+    """The data watermark, per-source lateness, and final periods with pending late data.
+
+    Also (re)creates the view ``tardy.daily_store_revenue_status``.
+    """
+    from tardy.restatement import detect
+
+    grace = int(context.config.variables["grace_days"])
+    ensure_status_view(spark, grace)
+    sources, overall = lateness(spark, grace)
+    max_arrival = datetime.fromisoformat(overall.max_arrival_ts) if overall.max_arrival_ts else None
+    watermark = data_watermark(max_arrival, grace)
+    manifest = detect(context, spark)
+    pending_final, pending_provisional, absorbed_final = split_by_finality(manifest, watermark)
+    return Status(
+        max_arrival_ts=_iso(max_arrival),
+        data_watermark=_iso(watermark),
+        grace_days=grace,
+        last_final_day=(watermark.date() - timedelta(days=1)).isoformat() if watermark else None,
+        first_provisional_day=watermark.date().isoformat() if watermark else None,
+        sources=sources,
+        overall=overall,
+        pending_final=pending_final,
+        pending_provisional=pending_provisional,
+        absorbed_but_final=absorbed_final,
+        detect={
+            "arrival_watermark": manifest.arrival_watermark,
+            "bronze_version": manifest.bronze_version,
+            "since_bronze_version": manifest.since_bronze_version,
+            "late_rows": manifest.late_rows,
+            "impacted": manifest.impacted,
+            "absorbed_by_next_run": manifest.absorbed_by_next_run,
+        },
+    )
+
+
+def _spans(spans: list[list[str]]) -> str:
+    return ", ".join(a if a == b else f"{a}..{b}" for a, b in spans) or "-"
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def render_status(result: Status, console: Console) -> None:
+    from rich.table import Table
+
+    if result.data_watermark is None:
+        console.print("Bronze is empty: no data watermark yet, every day is provisional.")
+    else:
+        console.print(
+            f"Data watermark [bold]{result.data_watermark}[/] = latest arrival "
+            f"{result.max_arrival_ts} - {result.grace_days} days of grace: days through "
+            f"[bold]{result.last_final_day}[/] are [green]final[/], from "
+            f"{result.first_provisional_day} [yellow]provisional[/]."
+        )
+
+    lateness_table = Table(
+        title=f"Lateness by source (late: arrived > {result.grace_days} days after the event "
+        "day ended)"
+    )
+    for column in ("source", "rows", "measured", "no event_ts", "event > arrival", "late"):
+        lateness_table.add_column(column, justify="left" if column == "source" else "right")
+    for column in ("late %", "lag p50 h", "p95 h", "p99 h", "latest arrival"):
+        lateness_table.add_column(column, justify="right")
+    for item in [*result.sources, result.overall]:
+        lateness_table.add_row(
+            "all" if item is result.overall else item.source_system,
+            f"{item.rows:,}",
+            f"{item.measured_rows:,}",
+            f"{item.rows_without_event_ts:,}",
+            f"{item.rows_event_after_arrival:,}",
+            f"{item.late_rows:,}",
+            "-" if item.late_ratio is None else f"{item.late_ratio:.2%}",
+            _num(item.lag_hours_p50, ".1f"),
+            _num(item.lag_hours_p95, ".1f"),
+            _num(item.lag_hours_p99, ".1f"),
+            item.max_arrival_ts or "-",
+            end_section=item is result.sources[-1] if result.sources else False,
+        )
+    console.print(lateness_table)
+
+    pending = Table(title="Late data prod does not reflect yet (tardy detect)")
+    pending.add_column("model")
+    pending.add_column("final, to restate")
+    pending.add_column("to restate, but provisional")
+    pending.add_column("next run absorbs, but final")
+    models = dict.fromkeys([*result.pending_final, *result.absorbed_but_final])
+    for model in models:
+        pending.add_row(
+            model,
+            _spans(result.pending_final.get(model, [])),
+            _spans(result.pending_provisional.get(model, [])),
+            _spans(result.absorbed_but_final.get(model, [])),
+        )
+    console.print(pending)
+    if any(result.pending_final.values()):
+        console.print("Final periods have late data: `tardy restate --reason ...` applies it.")
+    console.print(f"Per day: SELECT * FROM {result.view}", markup=False)
