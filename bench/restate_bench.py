@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from datetime import UTC, date, datetime, timedelta
@@ -22,13 +23,25 @@ from pathlib import Path
 STORES, DAYS, PER_DAY = 20, 365, 700
 
 
+def fresh_home() -> Path:
+    """The bench's own data home, emptied: the full build must start from nothing."""
+    home = Path(os.environ["TARDY_HOME"]).resolve()
+    if home.name != "bench":
+        raise SystemExit(f"refusing to empty {home}: the bench home must be named 'bench'")
+    if home.exists():
+        shutil.rmtree(home)
+    home.mkdir(parents=True)
+    return home
+
+
 def main() -> int:
+    fresh_home()
     started = time.perf_counter()
     start = date.fromisoformat(os.environ.setdefault("TARDY_START", "2025-11-01"))
     from tardy.fingerprint import fingerprints
     from tardy.ingest import ingest
     from tardy.project import open_context, spark_of
-    from tardy.restatement import restate
+    from tardy.restate import restate
     from tardy.simulate import SimulationConfig, arrival_dir_name, simulate
 
     context = open_context()

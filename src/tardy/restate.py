@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 import typing as t
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -59,6 +60,7 @@ class Outcome:
     recovered: str | None = None  # what happened to an interrupted restatement
     report_dir: str | None = None
     advanced_watermark: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)  # per step: detect, stage, ...
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -70,6 +72,7 @@ class Outcome:
             "recovered": self.recovered,
             "report_dir": self.report_dir,
             "advanced_watermark": self.advanced_watermark,
+            "seconds": self.seconds,
         }
 
 
@@ -112,7 +115,9 @@ def restate(
                 f"restatement {ids} is staged and awaiting review: `tardy promote {pending[0]['restatement_id']}`"
                 f" or `tardy discard {pending[0]['restatement_id']}` first"
             )
+        started = time.perf_counter()
         manifest = detect(context, spark)
+        seconds = {"detect": time.perf_counter() - started}
         if dry_run:
             return Outcome(None, "dry_run", manifest, recovered=recovered)
         if manifest.is_empty:
@@ -130,6 +135,7 @@ def restate(
             accept_large_change=accept_large_change,
             threshold=max_change(context) if threshold is None else threshold,
             recovered=recovered,
+            seconds=seconds,
         )
 
 
@@ -153,7 +159,16 @@ def _stage_and_promote(
     accept_large_change: bool,
     threshold: float,
     recovered: str | None,
+    seconds: dict[str, float],
 ) -> Outcome:
+    clock = time.perf_counter()
+
+    def lap(step: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[step] = now - clock
+        clock = now
+
     snapshots = {s.model.name: s.version for s in prod_snapshots(context).values() if s.is_model}
     base = dict(
         restatement_id=restatement_id,
@@ -216,13 +231,22 @@ def _stage_and_promote(
             action="staged", message=json.dumps(staged_detail, default=str), **base, **details
         ),  # type: ignore[arg-type]
     )
+    lap("log")
     outcome = Outcome(
-        restatement_id, "staged", manifest, review, recovered=recovered, report_dir=str(folder)
+        restatement_id,
+        "staged",
+        manifest,
+        review,
+        recovered=recovered,
+        report_dir=str(folder),
+        seconds=seconds,
     )
     if not promote:
         return outcome
     promoted = _promote(context, spark, restatement_id)
+    lap("promote")
     promoted.manifest, promoted.diff, promoted.recovered = manifest, review, recovered
+    promoted.seconds = seconds
     return promoted
 
 

@@ -160,8 +160,9 @@ def stage(
                     execution_time=execution_time,
                     deployability_index=index,
                 )
+            blocking = declared_blocking(snapshot)
             for result in results:
-                if result.count and result.blocking:
+                if result.count and blocking.get(result.audit.name, True):
                     failures.append(
                         {
                             "audit": result.audit.name,
@@ -177,6 +178,22 @@ def stage(
     if failures:
         raise AuditFailed(failures)
     return staged
+
+
+def declared_blocking(snapshot: t.Any) -> dict[str, bool]:
+    """Whether each audit of the model is blocking, as the project declares it.
+
+    SQLMesh downgrades every audit of a non-deployable table to non-blocking on engines
+    without table cloning (its dev previews there hold only a subset of the data). A staged
+    table is a shallow clone of the whole prod table, so the declared setting applies.
+    """
+    from sqlglot import exp
+
+    out = {}
+    for audit, args in snapshot.node.audits_with_args:
+        flag = args.get("blocking")
+        out[audit.name] = audit.blocking if flag is None else flag == exp.true()
+    return out
 
 
 def drop_stage(context: Context, spark: SparkSession) -> None:

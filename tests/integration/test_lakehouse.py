@@ -397,17 +397,38 @@ def test_control_the_stock_spark_strategy_keeps_stale_rows_and_the_audits_catch_
 
 
 # --- tardy detect / restate: exactly the closed intervals late data touched ------------------
+# restate stages them away from prod, audits, diffs, then promotes; rollback undoes it.
+
+
+def land_late(spark, data_home, timeline: Timeline, at: datetime, name: str, lines: list[str]):
+    batch = data_home.landing / "pos" / arrival_dir_name(at)
+    batch.mkdir(parents=True, exist_ok=True)
+    (batch / name).write_text("\n".join(lines) + "\n")
+    timeline.files.add(batch / name)
+    assert ingest(spark, data_home.landing).files_ingested == 1
+
+
+LATE_SALE = {
+    "transaction_id": "LATE-1",
+    "record_type": "sale",
+    "store_id": 1,
+    "product_id": 1,
+    "quantity": 2,
+    "unit_price": 5.0,
+    "discount": 0.0,
+}
 
 
 def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
-    from tardy.restatement import detect, restate
+    from tardy.restate import promote_staged, restate
+    from tardy.restatement import detect
 
     clock = timeline.builds[-1].clock
     last = CONFIG.last_day
     baseline = restate(context, spark, "baseline: prod reflects bronze")
-    assert baseline.manifest.is_empty and baseline.evaluated == {}
+    assert baseline.status == "nothing_to_do" and baseline.advanced_watermark
 
     day = CONFIG.start + timedelta(days=1)  # voided entirely
     sales = spark.sql(
@@ -417,40 +438,27 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         "SELECT * FROM silver.sales_transactions "
         f"WHERE event_date = DATE'{CONFIG.start + timedelta(days=6)}' ORDER BY transaction_id"
     ).first()
-    late_sale = {
-        "transaction_id": "LATE-1",
-        "record_type": "sale",
-        "store_id": 1,
-        "product_id": 1,
-        "quantity": 2,
-        "unit_price": 5.0,
-        "discount": 0.0,
-    }
     lines = [_line(r, "void", r.event_ts) for r in sales]
     lines.append(
         _line(moved, "correction", datetime.combine(moved.event_date, time(9)) + timedelta(days=2))
     )
     lines.append(
-        json.dumps({**late_sale, "event_ts": f"{CONFIG.start + timedelta(days=9)}T10:00:00Z"})
+        json.dumps({**LATE_SALE, "event_ts": f"{CONFIG.start + timedelta(days=9)}T10:00:00Z"})
     )
     lines.append(
-        json.dumps({**late_sale, "transaction_id": "LATE-2", "event_ts": f"{last}T10:00:00Z"})
+        json.dumps({**LATE_SALE, "transaction_id": "LATE-2", "event_ts": f"{last}T10:00:00Z"})
     )
     lines.append(
         json.dumps(
             {
-                **late_sale,
+                **LATE_SALE,
                 "transaction_id": "LATE-X",
                 "quantity": -1,
                 "event_ts": f"{CONFIG.start + timedelta(days=2)}T10:00:00Z",
             }
         )
     )
-    batch = data_home.landing / "pos" / arrival_dir_name(clock + timedelta(hours=2))
-    batch.mkdir(parents=True)
-    (batch / "late.jsonl").write_text("\n".join(lines) + "\n")
-    timeline.files.add(batch / "late.jsonl")
-    assert ingest(spark, data_home.landing).files_ingested == 1
+    land_late(spark, data_home, timeline, clock + timedelta(hours=2), "late.jsonl", lines)
 
     manifest = detect(context, spark)
     d = lambda n: (CONFIG.start + timedelta(days=n)).isoformat()  # noqa: E731
@@ -465,16 +473,43 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     assert manifest.absorbed_by_next_run["silver.sales_transactions"] == [[last.isoformat()] * 2]
     assert manifest.stock_commands and all("--restate-model" in c for c in manifest.stock_commands)
 
-    done = restate(context, spark, "late January data")
+    # Stage only: every prod view and physical table returns what it returned before.
+    before = content_hashes(context, spark)
+    physical_before = physical_hashes(context, spark)
+    staged = restate(context, spark, "late January data", promote=False)
+    assert staged.status == "staged"
+    assert content_hashes(context, spark) == before
+    assert physical_hashes(context, spark) == physical_before
+    by_interval = {(i.model, tuple(i.interval)): i for i in staged.diff.intervals}
+    voided = by_interval[("silver.sales_transactions", (d(1), d(1)))]
+    assert (voided.rows_before, voided.rows_after) == (len(sales), 0)
+    assert voided.keys_removed == len(sales) and voided.keys_added == 0
+    moved_from = by_interval[("silver.sales_transactions", (d(6), d(6)))]
+    assert moved_from.keys_removed == 1
+    report = Path(staged.report_dir)
+    assert (
+        "| `silver.sales_transactions` | " + f"{d(1)}..{d(1)}" in (report / "diff.md").read_text()
+    )
+    assert json.loads((report / "diff.json").read_text())["restatement_id"] == staged.restatement_id
+
+    # A second restatement is refused while this one waits for review.
+    with pytest.raises(Exception, match="awaiting review"):
+        restate(context, spark, "a second one")
+
+    done = promote_staged(context, spark, staged.restatement_id)
+    assert done.status == "promoted"
     assert {m: [e["interval"] for e in items] for m, items in done.evaluated.items()} == {
         m: spans for m, spans in manifest.impacted.items() if spans
     }
-    assert done.evaluated["silver.sales_transactions"][0]["rows"] == 0  # the voided day
-
+    assert rows_on(spark, "silver.sales_transactions", "event_date", day) == 0
+    assert days_of_transaction(spark, moved.transaction_id) == [
+        moved.event_date + timedelta(days=2)
+    ]
     # The row inside the grace window is not in prod yet: the watermark waits for it.
     assert not done.advanced_watermark
     again = restate(context, spark, "no new arrivals")
-    assert again.manifest.is_empty and again.evaluated == {}
+    assert again.status == "nothing_to_do" and again.manifest.is_empty
+    assert promote_staged(context, spark, staged.restatement_id).status == "already_promoted"
 
     # The next daily run absorbs the row inside the grace window; then prod equals the
     # independent recomputation and a stock full restatement changes nothing.
@@ -483,8 +518,116 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     through = next_clock.date() - timedelta(days=1)
     assert_prod_equals_recomputation(spark, timeline.files, data_home.landing, through)
     settled = restate(context, spark, "after the run")
-    assert settled.advanced_watermark and settled.evaluated == {}
-    before = content_hashes(context, spark)
+    assert settled.status == "nothing_to_do" and settled.advanced_watermark
+    promoted = content_hashes(context, spark)
     restate_bronze(context, CONFIG.start, next_clock)
-    after = content_hashes(context, spark)
-    assert after == before
+    assert content_hashes(context, spark) == promoted
+
+    # sqlmesh stays consistent: nothing to plan, and a run recomputes nothing restated.
+    plan = context.plan_builder(
+        "prod", execution_time=next_clock, end=last_complete_day(next_clock)
+    ).build()
+    assert not plan.has_changes and not plan.requires_backfill
+
+    # The log holds every step, and the restated periods show when and why.
+    from tardy import restatement_log
+
+    actions = [e["action"] for e in restatement_log.entries(spark, staged.restatement_id)]
+    assert actions == ["staging", "staged", "promoting", "promoted"]
+    periods = spark.sql(
+        f"SELECT period FROM tardy.restated_periods WHERE model = 'gold.daily_store_revenue' "
+        f"AND last_restatement_id = '{staged.restatement_id}'"
+    ).collect()
+    assert sorted(r.period.isoformat() for r in periods) == [d(1), d(6), d(8), d(9)]
+
+
+def physical_hashes(context, spark) -> dict[str, int]:
+    """Content hash of every model's prod physical table (not only the views)."""
+    from tardy.staging import prod_snapshots, spark_name
+
+    out = {}
+    for snapshot in prod_snapshots(context).values():
+        if snapshot.is_model and not snapshot.is_external:
+            table = spark_name(snapshot.table_name())
+            out[table] = spark.sql(f"SELECT COUNT(*), SUM(xxhash64(*)) FROM {table}").first()[:]
+    return out
+
+
+def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
+    timeline: Timeline, context, spark, data_home
+) -> None:
+    from tardy import restatement_log
+    from tardy.restate import BreakerTripped, RestatementError, restate, rollback
+
+    clock = timeline.builds[-1].clock + timedelta(days=1)
+    day = CONFIG.start + timedelta(days=3)
+    late = [
+        json.dumps(
+            {
+                **LATE_SALE,
+                "transaction_id": f"BIG-{i}",
+                "quantity": 50,
+                "event_ts": f"{day}T11:00:00Z",
+            }
+        )
+        for i in range(3)
+    ]
+    land_late(spark, data_home, timeline, clock + timedelta(hours=3), "big.jsonl", late)
+    before = content_hashes(context, spark)
+    physical_before = physical_hashes(context, spark)
+
+    # Circuit breaker: the day's revenue moves by more than 0.1 %.
+    with pytest.raises(BreakerTripped, match="closed day"):
+        restate(context, spark, "big late batch", threshold=0.001)
+    assert content_hashes(context, spark) == before
+    assert physical_hashes(context, spark) == physical_before
+
+    # A blocking audit failing on the staged data: damage the prod quarantine of the day so
+    # that silver's reconciliation with bronze cannot hold for it.
+    quarantine = _physical(context, "silver.sales_quarantine")
+    q_day = (
+        spark.sql(
+            f"SELECT report_date FROM {quarantine} WHERE report_date <= DATE'{day}' "
+            "ORDER BY report_date DESC LIMIT 1"
+        )
+        .first()
+        .report_date
+    )
+    late_on_q_day = json.dumps(
+        {**LATE_SALE, "transaction_id": "AUDIT-1", "event_ts": f"{q_day}T11:00:00Z"}
+    )
+    land_late(
+        spark, data_home, timeline, clock + timedelta(hours=4), "audit.jsonl", [late_on_q_day]
+    )
+    version = spark.sql(f"DESCRIBE HISTORY {quarantine} LIMIT 1").first().version
+    spark.sql(f"DELETE FROM {quarantine} WHERE report_date = DATE'{q_day}'")
+    damaged = content_hashes(context, spark)
+    with pytest.raises(
+        RestatementError, match=f"reconciles_with_bronze on silver.sales_transactions for {q_day}"
+    ):
+        restate(context, spark, "audit gate", accept_large_change=True)
+    assert content_hashes(context, spark) == damaged
+    spark.sql(f"RESTORE TABLE {quarantine} TO VERSION AS OF {version}")
+    assert content_hashes(context, spark) == before
+
+    # Accepted large change: promoted; then rolled back to exactly the previous content.
+    done = restate(context, spark, "big late batch, reviewed", accept_large_change=True)
+    assert done.status == "promoted" and done.diff.breaker
+    assert content_hashes(context, spark) != before
+    rollback(context, spark, done.restatement_id, "wrong batch")
+    assert content_hashes(context, spark) == before
+    assert physical_hashes(context, spark) == physical_before
+    statuses = {s["restatement_id"]: s["status"] for s in restatement_log.summary(spark)}
+    assert statuses[done.restatement_id] == "rolled_back"
+    assert sorted(statuses.values()).count("breaker_tripped") == 1
+    assert sorted(statuses.values()).count("audit_failed") == 1
+    # The rolled-back rows are detected again.
+    from tardy.restatement import detect
+
+    assert detect(context, spark).impacted["silver.sales_transactions"]
+
+
+def _physical(context, model: str) -> str:
+    from tardy.staging import prod_snapshots, spark_name
+
+    return spark_name(prod_snapshots(context)[model].table_name())
