@@ -91,9 +91,7 @@ class Diff:
                 item.model,
                 f"{item.interval[0]}..{item.interval[1]}",
                 f"{item.rows_before:,} → {item.rows_after:,}",
-                f"{measure}: {item.sums_before.get(measure, '')} → {item.sums_after.get(measure, '')}"
-                if measure
-                else "",
+                _change(item, measure),
                 f"{item.keys_added:,}",
                 f"{item.keys_removed:,}",
                 f"{item.keys_changed:,}",
@@ -145,6 +143,12 @@ class Diff:
         return "\n".join(lines) + "\n"
 
 
+def _change(item: IntervalDiff, measure: str | None) -> str:
+    if measure is None:
+        return ""
+    return f"{measure}: {item.sums_before.get(measure, '')} → {item.sums_after.get(measure, '')}"
+
+
 def _measure(sums: dict[str, str]) -> str | None:
     for preferred in ("revenue", "net_amount", "revenue_28d"):
         if preferred in sums:
@@ -160,59 +164,67 @@ def _grain(context: Context, model: str) -> list[str]:
     return [column.name for grain in grains for column in grain.find_all(exp.Column)]
 
 
+DIFF_VIEW_SQL = """
+CREATE OR REPLACE TEMPORARY VIEW _tardy_diff AS
+SELECT b._present AS _in_before, a._present AS _in_after,
+       b._row_hash AS _hash_before, a._row_hash AS _hash_after, {key} AS _key{measures}
+FROM (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {before} WHERE {where}) AS b
+FULL OUTER JOIN
+     (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {after} WHERE {where}) AS a
+  ON {join}
+"""
+CHANGED = "_in_before = 1 AND _in_after = 1 AND _hash_before <> _hash_after"
+COUNTS_SQL = f"""
+SELECT COUNT(_in_before) AS rows_before, COUNT(_in_after) AS rows_after,
+       COUNT(CASE WHEN _in_before IS NULL THEN 1 END) AS added,
+       COUNT(CASE WHEN _in_after IS NULL THEN 1 END) AS removed,
+       COUNT(CASE WHEN {CHANGED} THEN 1 END) AS changed{{sums}}
+FROM _tardy_diff
+"""
+EXAMPLE_CONDITIONS = {
+    "added": "_in_before IS NULL",
+    "removed": "_in_after IS NULL",
+    "changed": CHANGED,
+}
+
+
 def diff_table(context: Context, spark: SparkSession, staged: StagedTable) -> list[IntervalDiff]:
+    """Prod against staged, per restated interval of one table."""
     schema = spark.table(staged.prod_table).schema
     columns = [f.name for f in schema.fields]
     decimals = [f.name for f in schema.fields if f.dataType.typeName() == "decimal"]
     keys = _grain(context, staged.model) or columns
-    time_column = staged.time_column
     out = []
     for first, last in staged.intervals:
-        predicate = f"`{time_column}` BETWEEN DATE'{first}' AND DATE'{last}'"
-        hashed = ", ".join(f"`{c}`" for c in columns)
-
-        def side(table: str, predicate: str = predicate, hashed: str = hashed) -> str:
-            return f"SELECT *, xxhash64({hashed}) AS _row_hash, 1 AS _present FROM {table} WHERE {predicate}"
-
-        join = " AND ".join(f"b.`{k}` <=> a.`{k}`" for k in keys)
-        key_text = " || '|' || ".join(
-            f"COALESCE(CAST(COALESCE(a.`{k}`, b.`{k}`) AS STRING), 'NULL')" for k in keys
-        )
         spark.sql(
-            f"CREATE OR REPLACE TEMPORARY VIEW _tardy_diff AS SELECT "
-            f"b._present AS _in_before, a._present AS _in_after, "
-            f"b._row_hash AS _hash_before, a._row_hash AS _hash_after, {key_text} AS _key"
-            + (
-                ", " + ", ".join(f"b.`{c}` AS `b_{c}`, a.`{c}` AS `a_{c}`" for c in decimals)
-                if decimals
-                else ""
+            DIFF_VIEW_SQL.format(
+                key=" || '|' || ".join(
+                    f"COALESCE(CAST(COALESCE(a.`{k}`, b.`{k}`) AS STRING), 'NULL')" for k in keys
+                ),
+                measures="".join(f", b.`{c}` AS `b_{c}`, a.`{c}` AS `a_{c}`" for c in decimals),
+                columns=", ".join(f"`{c}`" for c in columns),
+                before=staged.prod_table,
+                after=staged.staged_table,
+                where=f"`{staged.time_column}` BETWEEN DATE'{first}' AND DATE'{last}'",
+                join=" AND ".join(f"b.`{k}` <=> a.`{k}`" for k in keys),
             )
-            + f" FROM ({side(staged.prod_table)}) AS b FULL OUTER JOIN ({side(staged.staged_table)}) AS a ON {join}"
         )
-        sum_sql = ", ".join(
-            f"CAST(SUM(`b_{c}`) AS STRING) AS `before_{c}`, CAST(SUM(`a_{c}`) AS STRING) AS `after_{c}`"
+        sums = "".join(
+            f", CAST(SUM(`b_{c}`) AS STRING) AS `before_{c}`"
+            f", CAST(SUM(`a_{c}`) AS STRING) AS `after_{c}`"
             for c in decimals
         )
-        row = spark.sql(
-            "SELECT COUNT(_in_before) AS rows_before, COUNT(_in_after) AS rows_after, "
-            "COUNT(CASE WHEN _in_before IS NULL THEN 1 END) AS added, "
-            "COUNT(CASE WHEN _in_after IS NULL THEN 1 END) AS removed, "
-            "COUNT(CASE WHEN _in_before = 1 AND _in_after = 1 AND _hash_before <> _hash_after "
-            "THEN 1 END) AS changed" + (", " + sum_sql if sum_sql else "") + " FROM _tardy_diff"
-        ).first()
-        examples = {}
-        for kind, condition in (
-            ("added", "_in_before IS NULL"),
-            ("removed", "_in_after IS NULL"),
-            ("changed", "_in_before = 1 AND _in_after = 1 AND _hash_before <> _hash_after"),
-        ):
-            if row[kind]:
-                examples[kind] = [
-                    r._key
-                    for r in spark.sql(
-                        f"SELECT _key FROM _tardy_diff WHERE {condition} ORDER BY _key LIMIT {EXAMPLES}"
-                    ).collect()
-                ]
+        row = spark.sql(COUNTS_SQL.format(sums=sums)).first()
+        examples = {
+            kind: [
+                r._key
+                for r in spark.sql(
+                    f"SELECT _key FROM _tardy_diff WHERE {condition} ORDER BY _key LIMIT {EXAMPLES}"
+                ).collect()
+            ]
+            for kind, condition in EXAMPLE_CONDITIONS.items()
+            if row[kind]
+        }
         out.append(
             IntervalDiff(
                 model=staged.model,

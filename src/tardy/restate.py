@@ -110,10 +110,10 @@ def restate(
             if row["status"] in ("staged", "promoting")
         ]
         if pending and not dry_run:
-            ids = ", ".join(row["restatement_id"] for row in pending)
+            waiting = pending[0]["restatement_id"]
             raise PendingRestatement(
-                f"restatement {ids} is staged and awaiting review: `tardy promote {pending[0]['restatement_id']}`"
-                f" or `tardy discard {pending[0]['restatement_id']}` first"
+                f"restatement {waiting} is {pending[0]['status']} and awaiting review: "
+                f"`tardy promote {waiting}` or `tardy discard {waiting}` first"
             )
         started = time.perf_counter()
         manifest = detect(context, spark)

@@ -37,7 +37,8 @@ Definitions (all times UTC; a day D is the half-open interval [D 00:00, D+1 00:0
   absorbs them; watermark: already final, i.e. the runs lag behind the data).
 
 The view ``tardy.daily_store_revenue_status`` (``DAILY_STATUS_VIEW_SQL``) is
-``gold.daily_store_revenue`` plus ``data_watermark`` and ``period_status``, computed from
+``gold.daily_store_revenue`` plus ``data_watermark``, ``period_status`` and when, why and by
+which restatement the day was last restated (``tardy.restated_periods``), computed from
 bronze when it is read, so it never goes stale; the grace window is written into it when
 ``ensure_status_view`` (re)creates it, which every ``status`` call does.
 """
@@ -51,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 
 from tardy.ingest import BRONZE_TABLE
+from tardy.restatement_log import PERIODS_VIEW, ensure_log
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -204,6 +206,7 @@ def ensure_status_view(spark: SparkSession, grace_days: int) -> str:
     if not spark.catalog.tableExists(DAILY_TABLE):
         raise RuntimeError(f"{DAILY_TABLE} does not exist yet: run `sqlmesh plan` first")
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {STATUS_SCHEMA}")
+    ensure_log(spark)  # the restatement log and its tardy.restated_periods view
     spark.sql(DAILY_STATUS_VIEW_SQL.format(grace_days=int(grace_days)))
     return DAILY_STATUS_VIEW
 

@@ -549,7 +549,8 @@ def physical_hashes(context, spark) -> dict[str, int]:
     for snapshot in prod_snapshots(context).values():
         if snapshot.is_model and not snapshot.is_external:
             table = spark_name(snapshot.table_name())
-            out[table] = spark.sql(f"SELECT COUNT(*), SUM(xxhash64(*)) FROM {table}").first()[:]
+            total = f"SELECT COUNT(*), SUM(CAST(xxhash64(*) AS DECIMAL(38, 0))) FROM {table}"
+            out[table] = spark.sql(total).first()[:]
     return out
 
 

@@ -1,0 +1,273 @@
+"""`tardy status` on real Spark + Delta: the data watermark, final/provisional days, lateness.
+
+Runs on the session's data home as it finds it: alone, it builds a small prod first (two
+stores, a plan at 2026-01-09, then two and a half more days of arrivals not yet run); after
+test_lakehouse.py (file order), it uses that module's final state. Either way it lands a few
+probe rows of its own (source ``status_probe``) whose lateness is known by construction, and
+checks every number against pandas on bronze.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tardy.ingest import ingest
+from tardy.simulate import SimulationConfig, arrival_dir_name, simulate
+
+GRACE = 3
+CONFIG = SimulationConfig(seed=23, stores=2, days=14, transactions_per_store_day=10)
+PLAN_CLOCK = datetime.combine(CONFIG.start + timedelta(days=8), time(0), tzinfo=UTC)
+LATER = PLAN_CLOCK + timedelta(days=2, hours=12)
+PROBE = "status_probe"
+VIEW = "tardy.daily_store_revenue_status"
+SILVER, DAILY = "silver.sales_transactions", "gold.daily_store_revenue"
+WEEKLY, MONTHLY = "gold.weekly_store_revenue", "gold.monthly_store_revenue"
+
+
+def _sale(transaction_id: str, event_ts: datetime | None) -> str:
+    record = {
+        "transaction_id": transaction_id,
+        "record_type": "sale",
+        "store_id": 1,
+        "product_id": 3,
+        "quantity": 2,
+        "unit_price": 4.5,
+        "discount": 0.0,
+    }
+    if event_ts is not None:
+        record["event_ts"] = event_ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return json.dumps(record)
+
+
+def _land(landing: Path, arrival: datetime, lines: list[str]) -> None:
+    folder = landing / PROBE / arrival_dir_name(arrival.replace(tzinfo=UTC))
+    folder.mkdir(parents=True)
+    (folder / "probe.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def lake(context, spark, data_home) -> SimpleNamespace:
+    from tardy.status import ensure_status_view, status
+
+    if context.state_sync.get_environment("prod") is None:
+        simulate(CONFIG, data_home.landing, through=PLAN_CLOCK)
+        ingest(spark, data_home.landing)
+        context.plan(
+            "prod", execution_time=PLAN_CLOCK, auto_apply=True, no_prompts=True, skip_tests=True
+        )
+        simulate(CONFIG, data_home.landing, through=LATER)  # arrivals no run has seen yet
+        ingest(spark, data_home.landing)
+    ensure_status_view(spark, GRACE)  # before the probe: the view must follow new arrivals
+    before = spark.sql("SELECT MAX(arrival_ts) AS m FROM bronze.pos_events").first().m
+    midnight = datetime.combine(before.date(), time(0))
+    # Arriving at `midnight`, a row of `edge` arrives exactly GRACE days after its day ended.
+    edge = midnight.date() - timedelta(days=1 + GRACE)
+    at = lambda day, hour=12: datetime.combine(day, time(hour))  # noqa: E731
+    old_day = CONFIG.start + timedelta(days=1)
+    _land(
+        data_home.landing,
+        midnight,
+        [
+            _sale("PROBE-EDGE-ON-TIME", at(edge)),
+            _sale("PROBE-DAY-LATE", at(edge - timedelta(days=1))),
+            _sale("PROBE-OLD", at(old_day)),
+            _sale("PROBE-NO-EVENT-TS", None),
+            _sale("PROBE-FUTURE", midnight + timedelta(hours=1)),
+            '{"transaction_id": "PROBE-BROKEN", ',
+        ],
+    )
+    _land(data_home.landing, midnight + timedelta(seconds=1), [_sale("PROBE-EDGE-LATE", at(edge))])
+    newest = before + timedelta(hours=1)  # moves the watermark by one hour
+    _land(data_home.landing, newest, [_sale("PROBE-NEWEST", before)])
+    assert ingest(spark, data_home.landing).files_ingested == 3
+    return SimpleNamespace(
+        status=status(context, spark),
+        edge=edge,
+        old_day=old_day,
+        midnight=midnight,
+        newest=newest,
+        bronze=spark.table("bronze.pos_events")
+        .select("source_system", "arrival_ts", "event_ts")
+        .toPandas(),
+    )
+
+
+def expected_watermark(bronze: pd.DataFrame) -> datetime:
+    return (bronze.arrival_ts.max() - pd.Timedelta(days=GRACE)).to_pydatetime()
+
+
+def test_data_watermark_is_the_latest_arrival_minus_the_grace_window(lake) -> None:
+    result = lake.status
+    watermark = expected_watermark(lake.bronze)
+    assert lake.bronze.arrival_ts.max().to_pydatetime() == lake.newest
+    assert result.grace_days == GRACE
+    assert datetime.fromisoformat(result.max_arrival_ts) == lake.newest
+    assert datetime.fromisoformat(result.data_watermark) == watermark
+    assert date.fromisoformat(result.first_provisional_day) == watermark.date()
+    assert date.fromisoformat(result.last_final_day) == watermark.date() - timedelta(days=1)
+
+
+def test_lateness_per_source_matches_pandas(lake) -> None:
+    b = lake.bronze
+    valid = b.event_ts.notna() & (b.event_ts <= b.arrival_ts)
+    closes = b.event_ts.dt.normalize() + pd.Timedelta(days=1 + GRACE)
+    late = valid & (b.arrival_ts > closes)
+    lag = (b.arrival_ts - b.event_ts).dt.total_seconds() / 3600
+    result = lake.status
+    assert [s.source_system for s in result.sources] == sorted(b.source_system.unique())
+    assert PROBE in {s.source_system for s in result.sources}
+    for item in [*result.sources, result.overall]:
+        mask = b.source_system == item.source_system if item.source_system != "*" else b.index >= 0
+        measured = int((mask & valid).sum())
+        assert item.rows == int(mask.sum())
+        assert item.measured_rows == measured
+        assert item.rows_without_event_ts == int((mask & b.event_ts.isna()).sum())
+        assert item.rows_event_after_arrival == int((mask & (b.event_ts > b.arrival_ts)).sum())
+        assert item.rows == (
+            item.measured_rows + item.rows_without_event_ts + item.rows_event_after_arrival
+        )
+        assert item.late_rows == int((mask & late).sum())
+        assert item.late_ratio == pytest.approx(int((mask & late).sum()) / measured)
+        p50, p95, p99 = np.percentile(lag[mask & valid], [50, 95, 99])
+        assert item.lag_hours_p50 == pytest.approx(p50, rel=1e-9)
+        assert item.lag_hours_p95 == pytest.approx(p95, rel=1e-9)
+        assert item.lag_hours_p99 == pytest.approx(p99, rel=1e-9)
+        assert datetime.fromisoformat(item.max_arrival_ts) == b.arrival_ts[mask].max()
+    overall = result.overall
+    assert overall.rows == len(b) and 0 < overall.late_rows < overall.measured_rows
+
+
+def test_late_boundary_on_the_probe_rows(lake) -> None:
+    """Arriving exactly GRACE days after the event day ended is on time; a second later, late."""
+    probe = next(s for s in lake.status.sources if s.source_system == PROBE)
+    assert (probe.rows, probe.rows_without_event_ts, probe.rows_event_after_arrival) == (8, 2, 1)
+    # EDGE-ON-TIME on time; EDGE-LATE (1 s later), DAY-LATE and OLD late; NEWEST on time.
+    assert (probe.measured_rows, probe.late_rows) == (5, 3)
+    assert probe.late_ratio == pytest.approx(0.6)
+    edge = (lake.midnight - datetime.combine(lake.edge, time(12))).total_seconds() / 3600
+    old = (lake.midnight - datetime.combine(lake.old_day, time(12))).total_seconds() / 3600
+    lags = [edge, edge + 1 / 3600, edge + 24, old, 1.0]
+    assert edge == 12 + 24 * GRACE
+    assert probe.lag_hours_p50 == pytest.approx(np.percentile(lags, 50))
+    assert probe.lag_hours_p99 == pytest.approx(np.percentile(lags, 99))
+
+
+def test_view_marks_days_before_the_watermark_date_final(lake, spark) -> None:
+    watermark = expected_watermark(lake.bronze)
+    rows = spark.table(VIEW).collect()
+    assert len(rows) == spark.table(DAILY).count() > 0
+    # The view was created before the probe landed: it follows bronze, never goes stale.
+    assert {r.data_watermark for r in rows} == {watermark}
+    for r in rows:
+        whole_day_before = datetime.combine(r.event_date + timedelta(days=1), time(0)) <= watermark
+        assert r.period_status == ("final" if whole_day_before else "provisional"), r
+    final = {r.event_date for r in rows if r.period_status == "final"}
+    provisional = {r.event_date for r in rows if r.period_status == "provisional"}
+    assert max(final) == watermark.date() - timedelta(days=1)
+    assert min(provisional) == watermark.date()
+    gold_columns, view_columns = spark.table(DAILY).columns, spark.table(VIEW).columns
+    assert view_columns[: len(gold_columns)] == gold_columns
+    assert {"data_watermark", "period_status"} <= set(view_columns)
+
+
+def _days(spans: list[list[str]]) -> set[date]:
+    return {
+        date.fromisoformat(a) + timedelta(days=i)
+        for a, b in spans
+        for i in range((date.fromisoformat(b) - date.fromisoformat(a)).days + 1)
+    }
+
+
+def test_pending_late_data_split_by_finality(lake) -> None:
+    result = lake.status
+    cut = expected_watermark(lake.bronze).date()
+    impacted = result.detect["impacted"]
+    absorbed = result.detect["absorbed_by_next_run"]
+    for model in (SILVER, DAILY):
+        days = _days(impacted[model])
+        assert _days(result.pending_final[model]) == {d for d in days if d < cut}
+        assert _days(result.pending_provisional[model]) == {d for d in days if d >= cut}
+    assert _days(result.absorbed_but_final[SILVER]) == {
+        d for d in _days(absorbed[SILVER]) if d < cut
+    }
+    # The probe's closed day is final and pending in every day-keyed model ...
+    assert lake.old_day in _days(result.pending_final[SILVER]) & _days(result.pending_final[DAILY])
+    # ... its partial first week (ends Sunday 2026-01-04) is final, January is not over.
+    assert CONFIG.start in _days(result.pending_final[WEEKLY])
+    assert CONFIG.start in _days(result.pending_provisional[MONTHLY])
+    # The edge day is final; detect either restates it or leaves it to the next run: the
+    # status says which, where finality and detect disagree.
+    edge_sides = _days(result.pending_final[SILVER]) | _days(result.absorbed_but_final[SILVER])
+    assert lake.edge in edge_sides
+
+
+def test_split_by_finality_boundaries() -> None:
+    from tardy.status import is_final, split_by_finality
+
+    for watermark in (datetime(2026, 1, 8), datetime(2026, 1, 8, 12)):
+        assert is_final(date(2026, 1, 7), watermark)
+        assert not is_final(date(2026, 1, 8), watermark)
+    assert not is_final(date(2026, 1, 7), datetime(2026, 1, 7, 23, 59, 59))
+    assert not is_final(date(2020, 1, 1), None)
+    manifest = SimpleNamespace(
+        impacted={
+            DAILY: [["2026-01-06", "2026-01-09"]],
+            WEEKLY: [["2025-12-29", "2025-12-29"], ["2026-01-05", "2026-01-05"]],
+            MONTHLY: [["2025-12-01", "2025-12-01"], ["2026-01-01", "2026-01-01"]],
+        },
+        absorbed_by_next_run={SILVER: [["2026-01-07", "2026-01-10"]]},
+    )
+    final, provisional, absorbed = split_by_finality(manifest, datetime(2026, 1, 8, 6))
+    assert final == {
+        DAILY: [["2026-01-06", "2026-01-07"]],
+        WEEKLY: [["2025-12-29", "2025-12-29"]],
+        MONTHLY: [["2025-12-01", "2025-12-01"]],
+    }
+    assert provisional == {
+        DAILY: [["2026-01-08", "2026-01-09"]],
+        WEEKLY: [["2026-01-05", "2026-01-05"]],  # that week ends on Sunday 2026-01-11
+        MONTHLY: [["2026-01-01", "2026-01-01"]],
+    }
+    assert absorbed == {SILVER: [["2026-01-07", "2026-01-07"]]}
+
+
+def _fake_open(context, opened: list):
+    def open_context(gateway=None, *, load=True, progress_to_stderr=False):
+        opened.append((gateway, progress_to_stderr))
+        return context  # the session's context and Spark: no second session
+
+    return open_context
+
+
+def test_cli_status_json_prints_only_the_status(lake, context, monkeypatch, capsys) -> None:
+    import tardy.project
+    from tardy import cli
+
+    opened: list = []
+    monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, opened))
+    assert cli.main(["status", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload == json.loads(json.dumps(lake.status.as_dict(), default=str))
+    assert opened == [(None, True)]  # SQLMesh's progress goes to stderr
+
+
+def test_cli_status_table(lake, context, monkeypatch, capsys) -> None:
+    import tardy.project
+    import tardy.status
+    from tardy import cli
+
+    opened: list = []
+    monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, opened))
+    monkeypatch.setattr(tardy.status, "status", lambda context, spark: lake.status)
+    assert cli.main(["status", "--gateway", "local"]) == 0
+    out = capsys.readouterr().out
+    assert opened == [("local", False)]
+    assert lake.status.data_watermark in out and lake.status.last_final_day in out
+    assert "Lateness by source" in out and "tardy detect" in out
