@@ -84,9 +84,14 @@ SELECT
   CASE
     WHEN d.event_date < CAST(w.data_watermark AS DATE) THEN 'final'
     ELSE 'provisional'
-  END AS period_status
+  END AS period_status,
+  r.last_restated_at,
+  r.last_restatement_reason,
+  r.last_restatement_id
 FROM {DAILY_TABLE} AS d
 CROSS JOIN watermark AS w
+LEFT JOIN {PERIODS_VIEW} AS r
+  ON r.model = '{DAILY_TABLE}' AND r.period = d.event_date
 """
 
 # Lateness per source system, and over all sources (the grouping set ()).

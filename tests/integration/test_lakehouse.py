@@ -539,6 +539,14 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         f"AND last_restatement_id = '{staged.restatement_id}'"
     ).collect()
     assert sorted(r.period.isoformat() for r in periods) == [d(1), d(6), d(8), d(9)]
+    from tardy.status import ensure_status_view
+
+    view = ensure_status_view(spark, GRACE_DAYS)
+    shown = spark.sql(
+        f"SELECT DISTINCT last_restatement_id, last_restatement_reason FROM {view} "
+        f"WHERE event_date = DATE'{d(6)}'"
+    ).collect()
+    assert [tuple(r) for r in shown] == [(staged.restatement_id, "late January data")]
 
 
 def physical_hashes(context, spark) -> dict[str, int]:
