@@ -338,17 +338,8 @@ def _recover(context: Context, spark: SparkSession, restatement_id: str) -> str:
         _promote(context, spark, restatement_id)
         return f"completed the interrupted promotion of restatement {restatement_id}"
     if status in (None, "staging"):
-        drop_stage(context, spark)
-        if rows:
-            restatement_log.append(
-                spark,
-                LogEntry(
-                    restatement_id=restatement_id,
-                    action="discarded",
-                    reason=rows[-1]["reason"],
-                    message="interrupted while staging; prod was never touched",
-                ),
-            )
+        reason = rows[-1]["reason"] if rows else None
+        _discard(context, spark, restatement_id, reason, "interrupted while staging")
         return f"discarded restatement {restatement_id}, interrupted while staging"
     return f"restatement {restatement_id} was left {status}"
 
@@ -367,17 +358,20 @@ def discard(context: Context, spark: SparkSession, restatement_id: str) -> str:
         status = rows[-1]["status"]
         if status not in ("staged", "staging"):
             raise RestatementError(f"restatement {restatement_id} is {status}: nothing to discard")
-        drop_stage(context, spark)
+        _discard(context, spark, restatement_id, rows[-1]["reason"], "discarded by request")
+        return f"discarded restatement {restatement_id}; prod was never touched"
+
+
+def _discard(
+    context: Context, spark: SparkSession, restatement_id: str, reason: str | None, why: str
+) -> None:
+    """Drop the staged clones and log the discard (prod was never touched)."""
+    drop_stage(context, spark)
+    if reason is not None:
         restatement_log.append(
             spark,
-            LogEntry(
-                restatement_id=restatement_id,
-                action="discarded",
-                reason=rows[-1]["reason"],
-                message="discarded by request",
-            ),
+            LogEntry(restatement_id=restatement_id, action="discarded", reason=reason, message=why),
         )
-        return f"discarded restatement {restatement_id}; prod was never touched"
 
 
 def rollback(
