@@ -101,6 +101,8 @@ def restate(
 ) -> Outcome:
     if not reason.strip():
         raise ValueError("a restatement needs a --reason")
+    if dry_run:  # print only: no lock, no recovery, no write
+        return Outcome(None, "dry_run", detect(context, spark))
     restatement_id = new_id()
     with lock.exclusive(activate().root, restatement_id) as stale:
         recovered = _recover(context, spark, stale.restatement_id) if stale else None
@@ -109,7 +111,7 @@ def restate(
             for row in restatement_log.latest(spark).values()
             if row["status"] in ("staged", "promoting")
         ]
-        if pending and not dry_run:
+        if pending:
             waiting = pending[0]["restatement_id"]
             raise PendingRestatement(
                 f"restatement {waiting} is {pending[0]['status']} and awaiting review: "
@@ -118,12 +120,15 @@ def restate(
         started = time.perf_counter()
         manifest = detect(context, spark)
         seconds = {"detect": time.perf_counter() - started}
-        if dry_run:
-            return Outcome(None, "dry_run", manifest, recovered=recovered)
         if manifest.is_empty:
             advanced = _advance(spark, manifest, reason)
             return Outcome(
-                None, "nothing_to_do", manifest, recovered=recovered, advanced_watermark=advanced
+                None,
+                "nothing_to_do",
+                manifest,
+                recovered=recovered,
+                advanced_watermark=advanced,
+                seconds=seconds,
             )
         return _stage_and_promote(
             context,
@@ -186,16 +191,18 @@ def _stage_and_promote(
         staged = stage(context, spark, manifest.impacted)
     except AuditFailed as failure:
         drop_stage(context, spark)
-        restatement_log.append(
-            spark,
-            LogEntry(
-                action="audit_failed", audit_results=failure.failures, message=str(failure), **base
-            ),  # type: ignore[arg-type]
-        )
+        failed = LogEntry(action="audit_failed", audit_results=failure.failures, **base)  # type: ignore[arg-type]
+        failed.message = str(failure)
+        restatement_log.append(spark, failed)
         raise RestatementError(
             f"{failure}; prod is unchanged (restatement {restatement_id})"
         ) from failure
+    except Exception as error:
+        _discard(context, spark, restatement_id, reason, f"failed while staging: {error}")
+        raise
+    lap("stage and audit")
     review = diff(context, spark, restatement_id, staged, threshold)
+    lap("diff")
     (folder / "diff.md").write_text(review.markdown())
     (folder / "diff.json").write_text(json.dumps(review.as_dict(), indent=2, default=str))
     totals = review.totals()
