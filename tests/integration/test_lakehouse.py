@@ -529,9 +529,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     assert content_hashes(context, spark) == promoted
 
     # sqlmesh stays consistent: nothing to plan, and a run recomputes nothing restated.
-    plan = context.plan_builder(
-        "prod", execution_time=next_clock, end=last_complete_day(next_clock)
-    ).build()
+    plan = context.plan_builder("prod", execution_time=next_clock).build()
     assert not plan.has_changes and not plan.requires_backfill
 
     # The log holds every step, and the restated periods show when and why.
