@@ -623,7 +623,9 @@ def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
     assert content_hashes(context, spark) == before
 
     # Accepted large change: promoted; then rolled back to exactly the previous content.
-    done = restate(context, spark, "big late batch, reviewed", accept_large_change=True)
+    done = restate(
+        context, spark, "big late batch, reviewed", threshold=0.001, accept_large_change=True
+    )
     assert done.status == "promoted" and done.diff.breaker
     assert content_hashes(context, spark) != before
     rollback(context, spark, done.restatement_id, "wrong batch")
