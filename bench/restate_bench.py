@@ -75,7 +75,9 @@ def main() -> int:
 
     timed(
         "full build",
-        lambda: context.plan("prod", execution_time=built_through, auto_apply=True, no_prompts=True),
+        lambda: context.plan(
+            "prod", execution_time=built_through, auto_apply=True, no_prompts=True
+        ),
     )
     baseline = restate(context, spark, "bench baseline")  # the watermark: prod reflects bronze
     if not baseline.advanced_watermark:
