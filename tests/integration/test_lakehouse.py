@@ -491,6 +491,12 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     assert voided.keys_removed == len(sales) and voided.keys_added == 0
     moved_from = by_interval[("silver.sales_transactions", (d(6), d(6)))]
     assert moved_from.keys_removed == 1
+    # Before and after, each silver interval adds up to its daily gold interval.
+    for (model, span), item in by_interval.items():
+        if model == "silver.sales_transactions":
+            daily = by_interval[("gold.daily_store_revenue", span)]
+            assert item.sums_before["net_amount"] == daily.sums_before["revenue"]
+            assert item.sums_after["net_amount"] == daily.sums_after["revenue"]
     report = Path(staged.report_dir)
     assert (
         "| `silver.sales_transactions` | " + f"{d(1)}..{d(1)}" in (report / "diff.md").read_text()
