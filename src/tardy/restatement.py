@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime, timedelta
 from sqlglot import parse_one
 
 from tardy.ingest import BRONZE_TABLE
-from tardy.staging import prod_snapshots
+from tardy.staging import delta_version, prod_snapshots
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -135,7 +135,7 @@ def _watermark(spark: SparkSession) -> tuple[int | None, str | None]:
 
 
 def bronze_version(spark: SparkSession) -> int:
-    return int(spark.sql(f"DESCRIBE HISTORY {BRONZE_TABLE} LIMIT 1").first().version)
+    return delta_version(spark, BRONZE_TABLE)
 
 
 def last_computed_day(context: Context, model: str) -> date | None:
