@@ -174,6 +174,8 @@ def _render_outcome(outcome: t.Any) -> None:
 
 def _restatement_command(args: argparse.Namespace, action: t.Callable[..., t.Any]) -> int:
     """Runs a restatement action; a refusal or a failed gate exits non-zero with its reason."""
+    from rich.markup import escape
+
     from tardy.lock import LockedError
     from tardy.project import open_context, spark_of
     from tardy.promotion import ProdChangedError
@@ -183,10 +185,10 @@ def _restatement_command(args: argparse.Namespace, action: t.Callable[..., t.Any
     try:
         result = action(context, spark_of(context))
     except LockedError as error:
-        err.print(f"[bold red]refused:[/] {error}")
+        err.print(f"[bold red]refused:[/] {escape(str(error))}")
         return 3
     except (RestatementError, ProdChangedError) as error:
-        err.print(f"[bold red]failed:[/] {error}", markup=True, highlight=False)
+        err.print(f"[bold red]failed:[/] {escape(str(error))}", highlight=False)
         if getattr(args, "json", False):
             _print_json({"status": "failed", "error": str(error)})
         return 2
