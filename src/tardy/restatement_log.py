@@ -80,18 +80,6 @@ FROM (
 WHERE rn = 1
 """
 
-# The life of a restatement, in the order its actions happen.
-STATUSES = (
-    "staging",
-    "staged",
-    "audit_failed",
-    "breaker_tripped",
-    "promoting",
-    "promoted",
-    "discarded",
-    "rolled_back",
-)
-
 
 @dataclass
 class LogEntry:

@@ -58,11 +58,11 @@ class StagedTable:
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
-    def predicate(self, alias: str | None = None) -> str:
+    def predicate(self) -> str:
         """The SQL predicate selecting the restated intervals."""
-        column = f"{alias}.`{self.time_column}`" if alias else f"`{self.time_column}`"
         return " OR ".join(
-            f"{column} BETWEEN DATE'{first}' AND DATE'{last}'" for first, last in self.intervals
+            f"`{self.time_column}` BETWEEN DATE'{first}' AND DATE'{last}'"
+            for first, last in self.intervals
         )
 
 
