@@ -12,6 +12,7 @@ day whose revenue or row count moves by more than the threshold stops the restat
 
 from __future__ import annotations
 
+import re
 import typing as t
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
@@ -165,7 +166,7 @@ def _grain(context: Context, model: str) -> list[str]:
 
 
 DIFF_VIEW_SQL = """
-CREATE OR REPLACE TEMPORARY VIEW _tardy_diff AS
+CREATE OR REPLACE TEMPORARY VIEW {view} AS
 SELECT b._present AS _in_before, a._present AS _in_after,
        b._row_hash AS _hash_before, a._row_hash AS _hash_after, {key} AS _key{measures}
 FROM (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {before} WHERE {where}) AS b
@@ -179,7 +180,7 @@ SELECT COUNT(_in_before) AS rows_before, COUNT(_in_after) AS rows_after,
        COUNT(CASE WHEN _in_before IS NULL THEN 1 END) AS added,
        COUNT(CASE WHEN _in_after IS NULL THEN 1 END) AS removed,
        COUNT(CASE WHEN {CHANGED} THEN 1 END) AS changed{{sums}}
-FROM _tardy_diff
+FROM {{view}}
 """
 EXAMPLE_CONDITIONS = {
     "added": "_in_before IS NULL",
@@ -200,9 +201,11 @@ def diff_table(context: Context, spark: SparkSession, staged: StagedTable) -> li
     if staged.time_column not in keys:
         keys = [*keys, staged.time_column]
     out = []
+    view = "_tardy_diff_" + re.sub(r"\W", "_", staged.model)
     for first, last in staged.intervals:
         spark.sql(
             DIFF_VIEW_SQL.format(
+                view=view,
                 key=" || '|' || ".join(
                     f"COALESCE(CAST(COALESCE(a.`{k}`, b.`{k}`) AS STRING), 'NULL')" for k in keys
                 ),
@@ -219,12 +222,12 @@ def diff_table(context: Context, spark: SparkSession, staged: StagedTable) -> li
             f", CAST(SUM(`a_{c}`) AS STRING) AS `after_{c}`"
             for c in decimals
         )
-        row = spark.sql(COUNTS_SQL.format(sums=sums)).first()
+        row = spark.sql(COUNTS_SQL.format(sums=sums, view=view)).first()
         examples = {
             kind: [
                 r._key
                 for r in spark.sql(
-                    f"SELECT _key FROM _tardy_diff WHERE {condition} ORDER BY _key LIMIT {EXAMPLES}"
+                    f"SELECT _key FROM {view} WHERE {condition} ORDER BY _key LIMIT {EXAMPLES}"
                 ).collect()
             ]
             for kind, condition in EXAMPLE_CONDITIONS.items()
@@ -244,7 +247,7 @@ def diff_table(context: Context, spark: SparkSession, staged: StagedTable) -> li
                 examples=examples,
             )
         )
-    spark.sql("DROP VIEW IF EXISTS _tardy_diff")
+    spark.sql(f"DROP VIEW IF EXISTS {view}")
     return out
 
 

@@ -47,6 +47,9 @@ TBLPROPERTIES ('delta.appendOnly' = 'true')
 """
 
 # Rendered with the silver model's own macros: one definition of validity, key and precedence.
+# {bronze_keys}, {silver_keys} and {quarantine_ids} restrict the three table reads to the
+# touched keys and the new invalid records: semi-joins on ``touched`` in general, literal IN
+# lists when the new rows are few (``_key_filters``), which Delta turns into file skipping.
 CHANGES_SQL = """
 WITH new_rows AS (
   SELECT record_id, @natural_key() AS k, @invalid_reason() AS reason,
@@ -59,7 +62,7 @@ WITH new_rows AS (
   SELECT @natural_key() AS k, record_id, record_type, arrival_ts,
          CAST(event_ts AS DATE) AS event_date, @invalid_reason() IS NULL AS is_valid
   FROM {bronze}
-  WHERE @natural_key() IN (SELECT k FROM touched)
+  WHERE {bronze_keys}
 ), ranked AS (
   SELECT *, @version_rank(k, is_valid) AS rn,
          COUNT(CASE WHEN is_valid THEN 1 END) OVER (PARTITION BY k) AS n
@@ -70,7 +73,8 @@ WITH new_rows AS (
   WHERE rn = 1 AND is_valid
 ), prod AS (
   SELECT s.transaction_id AS k, s.event_date, s.source_record_id, s.version_count
-  FROM {silver} AS s INNER JOIN touched AS t ON s.transaction_id = t.k
+  FROM {silver} AS s
+  WHERE {silver_keys}
 )
 SELECT 'silver' AS kind, e.k, CASE WHEN e.present THEN e.event_date END AS new_day,
        p.event_date AS old_day
@@ -82,8 +86,22 @@ WHERE NOT (
 )
 UNION ALL
 SELECT 'quarantine' AS kind, n.record_id AS k, n.report_date AS new_day, NULL AS old_day
-FROM new_rows AS n LEFT ANTI JOIN {quarantine} AS q ON n.record_id = q.record_id
+FROM new_rows AS n
+LEFT ANTI JOIN (SELECT record_id FROM {quarantine} WHERE {quarantine_ids}) AS q
+  ON n.record_id = q.record_id
 WHERE n.reason IS NOT NULL
+"""
+SEMI_JOIN_FILTERS = {
+    "bronze_keys": "@natural_key() IN (SELECT k FROM touched)",
+    "silver_keys": "s.transaction_id IN (SELECT k FROM touched)",
+    "quarantine_ids": "record_id IN (SELECT record_id FROM new_rows WHERE reason IS NOT NULL)",
+}
+# The new rows are summarised in Python and their keys inlined as literals up to this many;
+# beyond it the semi-joins of SEMI_JOIN_FILTERS read the same rows.
+MAX_LITERAL_KEYS = 5_000
+NEW_ROWS_SQL = """
+SELECT record_id, @natural_key() AS k, @invalid_reason() IS NULL AS is_valid
+FROM {new_rows}
 """
 
 
@@ -147,23 +165,48 @@ def last_computed_day(context: Context, model: str) -> date | None:
     return (datetime.fromtimestamp(end_ms / 1000, tz=UTC) - timedelta(days=1)).date()
 
 
-def _render(context: Context, new_rows: str) -> str:
+def _render(context: Context, sql: str) -> str:
+    """``sql`` with the silver model's macros (``@natural_key()`` …) expanded, as Spark SQL."""
     from sqlmesh.core.macros import MacroEvaluator
 
     model = context.get_model(SILVER)
-    sql = CHANGES_SQL.format(
-        bronze=BRONZE_TABLE, silver=SILVER, quarantine=QUARANTINE, new_rows=new_rows
-    )
     evaluator = MacroEvaluator(dialect="spark", python_env=model.python_env)
     rendered = evaluator.transform(parse_one(sql, dialect="spark"))
     return rendered.sql("spark")  # type: ignore[union-attr]
 
 
+def _in_list(column: str, values: Iterable[str]) -> str:
+    """``column IN ('a', …)`` with each value quoted by SQLGlot; FALSE when there are none."""
+    from sqlglot import exp
+
+    literals = sorted({exp.Literal.string(v).sql("spark") for v in values})
+    return f"{column} IN ({', '.join(literals)})" if literals else "FALSE"
+
+
+def _key_filters(context: Context, spark: SparkSession, new_rows: str) -> dict[str, str] | None:
+    """Literal IN filters for CHANGES_SQL from the (few) new rows, or None when there are more
+    than MAX_LITERAL_KEYS. A literal list lets Delta skip the files of prod silver that cannot
+    hold the keys (its statistics); the bronze read still scans the key columns."""
+    rows = spark.sql(
+        _render(context, NEW_ROWS_SQL.format(new_rows=new_rows)) + f" LIMIT {MAX_LITERAL_KEYS + 1}"
+    ).collect()
+    if len(rows) > MAX_LITERAL_KEYS:
+        return None
+    touched = {r.k for r in rows if r.is_valid and r.k is not None}
+    invalid = {r.record_id for r in rows if not r.is_valid}
+    return {
+        "bronze_keys": _in_list("@natural_key()", touched),
+        "silver_keys": _in_list("s.transaction_id", touched),
+        "quarantine_ids": _in_list("record_id", invalid),
+    }
+
+
 NEW_ROWS_VIEW = "_tardy_new_bronze_rows"
 
 
-def _changes(context: Context, spark: SparkSession, since: int | None) -> list[t.Any]:
-    """The rows of CHANGES_SQL for the bronze rows added after version ``since``.
+def _changes(context: Context, spark: SparkSession, since: int | None, until: int) -> list[t.Any]:
+    """The rows of CHANGES_SQL for the bronze rows added after version ``since`` through
+    version ``until``.
 
     Bronze is append-only with Delta's change data feed on, so the new rows are read from
     the files the later commits added (``table_changes``); a bronze table created before
@@ -173,20 +216,24 @@ def _changes(context: Context, spark: SparkSession, since: int | None) -> list[t
     """
     from pyspark.errors import PySparkException
 
+    tables = dict(bronze=BRONZE_TABLE, silver=SILVER, quarantine=QUARANTINE)
     if since is None:
-        return spark.sql(_render(context, BRONZE_TABLE)).collect()
+        sql = CHANGES_SQL.format(new_rows=BRONZE_TABLE, **tables, **SEMI_JOIN_FILTERS)
+        return spark.sql(_render(context, sql)).collect()
     try:
-        new = spark.sql(f"SELECT * FROM table_changes('{BRONZE_TABLE}', {since + 1})")
+        new = spark.sql(f"SELECT * FROM table_changes('{BRONZE_TABLE}', {since + 1}, {until})")
         new = new.drop("_change_type", "_commit_version", "_commit_timestamp").localCheckpoint()
     except PySparkException:
         new = spark.sql(
-            f"SELECT b.* FROM {BRONZE_TABLE} AS b LEFT ANTI JOIN "
+            f"SELECT b.* FROM {BRONZE_TABLE} VERSION AS OF {until} AS b LEFT ANTI JOIN "
             f"(SELECT record_id FROM {BRONZE_TABLE} VERSION AS OF {since}) AS o "
             "ON b.record_id = o.record_id"
-        )
+        ).localCheckpoint()
     new.createOrReplaceTempView(NEW_ROWS_VIEW)
     try:
-        return spark.sql(_render(context, NEW_ROWS_VIEW)).collect()
+        filters = _key_filters(context, spark, NEW_ROWS_VIEW) or SEMI_JOIN_FILTERS
+        sql = CHANGES_SQL.format(new_rows=NEW_ROWS_VIEW, **tables, **filters)
+        return spark.sql(_render(context, sql)).collect()
     finally:
         spark.catalog.dropTempView(NEW_ROWS_VIEW)
 
@@ -202,9 +249,13 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
     project_start = date.fromisoformat(str(context.config.variables["tardy_start"]))
     since, previous = _watermark(spark)
     version = bronze_version(spark)
-    arrival = spark.sql(f"SELECT MAX(arrival_ts) AS m FROM {BRONZE_TABLE} VERSION AS OF {version}")
+    # Bronze is append-only: its latest arrival is in the partitions from the previous one on.
+    newer = f"WHERE arrival_date >= DATE'{previous[:10]}'" if previous else ""
+    arrival = spark.sql(
+        f"SELECT MAX(arrival_ts) AS m FROM {BRONZE_TABLE} VERSION AS OF {version} {newer}"
+    )
     watermark = arrival.first().m
-    changes = _changes(context, spark, since) if since != version else []  # nothing new
+    changes = _changes(context, spark, since, version) if since != version else []
     silver_days = {d for r in changes if r.kind == "silver" for d in (r.new_day, r.old_day) if d}
     quarantine_days = {r.new_day for r in changes if r.kind == "quarantine"}
 

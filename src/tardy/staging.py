@@ -5,12 +5,15 @@ is_deployable=False)``, ``<table>__dev``): SQLMesh writes there when a snapshot 
 as non-deployable (its forward-only previews), and resolves a non-deployable parent to it.
 Staging uses exactly that mechanism:
 
-1. each model's dev table becomes a Delta ``SHALLOW CLONE`` of its prod table at the current
-   version (metadata only: the clone points at prod's files);
+1. the dev table of each model with intervals to restate becomes a Delta ``SHALLOW CLONE``
+   of its prod table at the current version (metadata only: the clone points at prod's
+   files);
 2. ``SnapshotEvaluator.evaluate`` and ``.audit`` run the manifest's intervals, upstream first,
-   with ``DeployabilityIndex.none_deployable()``: SQLMesh renders the models (SQL and
-   Python), writes the intervals with the exact REPLACE WHERE strategy into the clones,
-   reads upstream models from their clones, and runs every audit against the clones.
+   with a deployability index in which exactly those models are non-deployable: SQLMesh
+   renders the models (SQL and Python), writes the intervals with the exact REPLACE WHERE
+   strategy into the clones, reads restated upstream models from their clones and every
+   other model from prod (which the restatement leaves as it is), and runs every audit
+   against the clones.
 
 Prod tables and views are never written, and SQLMesh's state is not touched (no interval is
 added or removed: prod's intervals stay complete, so ``sqlmesh plan`` and ``sqlmesh run``
@@ -96,48 +99,59 @@ def _ordered_model_snapshots(context: Context) -> list[t.Any]:
 def stage(
     context: Context, spark: SparkSession, impacted: dict[str, list[list[str]]]
 ) -> list[StagedTable]:
-    """Clone every model's prod table into its dev table and evaluate ``impacted`` there.
+    """Clone the prod table of every model with intervals in ``impacted`` into its dev table
+    and evaluate those intervals there, upstream first.
 
-    Returns the staged tables that received intervals, upstream first. Raises AuditFailed
-    (after evaluating what it could) when a blocking audit fails.
+    The staged models are non-deployable (SQLMesh writes them to, and their children read
+    them from, the dev tables); every other model stays deployable, so the staged models and
+    their audits read its prod table, which the restatement does not change. Returns the
+    staged tables, upstream first. Raises AuditFailed (after evaluating and auditing
+    everything) when a blocking audit fails.
+
+    Measured on the bench: running the clones, the evaluations of one DAG level and the
+    audits on 4 threads saved nothing (stage 27.5 s against 26.2 s on one thread): the Hive
+    metastore client serialises every table lookup and commit, and two cores are busy.
     """
     from sqlmesh.core.snapshot import DeployabilityIndex
     from sqlmesh.utils.date import to_timestamp
 
-    ordered = _ordered_model_snapshots(context)
     snapshots_by_name = {s.name: s for s in prod_snapshots(context).values()}
-    index = DeployabilityIndex.none_deployable()
-    staged: list[StagedTable] = []
-    # Every model is cloned, not only the restated ones: an audit or a downstream model of a
-    # restated model may read any of them, and reads resolve to the clones.
-    for snapshot in ordered:
+    by_model = {s.model.name: s for s in _ordered_model_snapshots(context)}
+    restated = [s for s in by_model.values() if impacted.get(s.model.name)]
+    index = DeployabilityIndex.all_deployable()
+    for snapshot in restated:
+        index = index.with_non_deployable(snapshot)
+
+    def clone(snapshot: t.Any) -> StagedTable:
         prod_table = spark_name(snapshot.table_name(is_deployable=True))
         staged_table = spark_name(snapshot.table_name(is_deployable=False))
         version = delta_version(spark, prod_table)
-        spark.sql(f"DROP TABLE IF EXISTS {staged_table}")
-        spark.sql(f"CREATE TABLE {staged_table} SHALLOW CLONE {prod_table} VERSION AS OF {version}")
-        spans = impacted.get(snapshot.model.name) or []
-        if spans:
-            staged.append(
-                StagedTable(
-                    model=snapshot.model.name,
-                    prod_table=prod_table,
-                    staged_table=staged_table,
-                    time_column=snapshot.model.time_column.column.name,
-                    version_before=version,
-                    intervals=spans,
-                    snapshot_version=snapshot.version,
-                )
-            )
+        spark.sql(
+            f"CREATE OR REPLACE TABLE {staged_table} SHALLOW CLONE {prod_table} "
+            f"VERSION AS OF {version}"
+        )
+        return StagedTable(
+            model=snapshot.model.name,
+            prod_table=prod_table,
+            staged_table=staged_table,
+            time_column=snapshot.model.time_column.column.name,
+            version_before=version,
+            intervals=impacted[snapshot.model.name],
+            snapshot_version=snapshot.version,
+        )
+
+    staged = [clone(snapshot) for snapshot in restated]
     evaluator = context.snapshot_evaluator
     execution_time = max(
-        to_timestamp(date.fromisoformat(last) + timedelta(days=1))
-        for table in staged
-        for _, last in table.intervals
+        (
+            to_timestamp(date.fromisoformat(last) + timedelta(days=1))
+            for table in staged
+            for _, last in table.intervals
+        ),
+        default=None,
     )
     failures: list[dict[str, object]] = []
-    by_model = {s.model.name: s for s in ordered}
-    for table in staged:
+    for table in staged:  # upstream first: a model reads its restated parents' clones
         snapshot = by_model[table.model]
         for first, last in table.intervals:
             start = to_timestamp(first)
@@ -161,16 +175,16 @@ def stage(
                     deployability_index=index,
                 )
             blocking = declared_blocking(snapshot)
-            for result in results:
-                if result.count and blocking.get(result.audit.name, True):
-                    failures.append(
-                        {
-                            "audit": result.audit.name,
-                            "model": table.model,
-                            "interval": [first, last],
-                            "rows": int(result.count),
-                        }
-                    )
+            failures += [
+                {
+                    "audit": result.audit.name,
+                    "model": table.model,
+                    "interval": [first, last],
+                    "rows": int(result.count),
+                }
+                for result in results
+                if result.count and blocking.get(result.audit.name, True)
+            ]
             passed = sum(1 for r in results if not r.count)
             err.print(
                 f"  staged {table.model} {first}..{last}: audits {passed}/{len(results)} passed"
@@ -199,5 +213,8 @@ def declared_blocking(snapshot: t.Any) -> dict[str, bool]:
 def drop_stage(context: Context, spark: SparkSession) -> None:
     """Drop every model's staged clone (prod's files are not touched: a shallow clone's
     own directory holds only what was written into it)."""
-    for snapshot in _ordered_model_snapshots(context):
-        spark.sql(f"DROP TABLE IF EXISTS {spark_name(snapshot.table_name(is_deployable=False))}")
+    tables = [
+        spark_name(s.table_name(is_deployable=False)) for s in _ordered_model_snapshots(context)
+    ]
+    for table in tables:
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
