@@ -167,26 +167,42 @@ def _grain(context: Context, model: str) -> list[str]:
 
 DIFF_VIEW_SQL = """
 CREATE OR REPLACE TEMPORARY VIEW {view} AS
-SELECT b._present AS _in_before, a._present AS _in_after,
-       b._row_hash AS _hash_before, a._row_hash AS _hash_after, {key} AS _key{measures}
-FROM (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {before} WHERE {where}) AS b
-FULL OUTER JOIN
-     (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {after} WHERE {where}) AS a
-  ON {join}
+SELECT *, CASE
+    WHEN _in_before IS NULL THEN 'added'
+    WHEN _in_after IS NULL THEN 'removed'
+    WHEN _hash_before <> _hash_after THEN 'changed'
+  END AS _kind
+FROM (
+  SELECT b._present AS _in_before, a._present AS _in_after,
+         b._row_hash AS _hash_before, a._row_hash AS _hash_after, {key} AS _key,
+         {interval} AS _interval{measures}
+  FROM (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {before} WHERE {where}) AS b
+  FULL OUTER JOIN
+       (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {after} WHERE {where}) AS a
+    ON {join}
+)
 """
-CHANGED = "_in_before = 1 AND _in_after = 1 AND _hash_before <> _hash_after"
-COUNTS_SQL = f"""
-SELECT COUNT(_in_before) AS rows_before, COUNT(_in_after) AS rows_after,
-       COUNT(CASE WHEN _in_before IS NULL THEN 1 END) AS added,
-       COUNT(CASE WHEN _in_after IS NULL THEN 1 END) AS removed,
-       COUNT(CASE WHEN {CHANGED} THEN 1 END) AS changed{{sums}}
-FROM {{view}}
+# One query per table for all its intervals, and one for the example keys when any changed.
+COUNTS_SQL = """
+SELECT _interval, COUNT(_in_before) AS rows_before, COUNT(_in_after) AS rows_after,
+       COUNT(CASE WHEN _kind = 'added' THEN 1 END) AS added,
+       COUNT(CASE WHEN _kind = 'removed' THEN 1 END) AS removed,
+       COUNT(CASE WHEN _kind = 'changed' THEN 1 END) AS changed{sums}
+FROM {view}
+GROUP BY _interval
 """
-EXAMPLE_CONDITIONS = {
-    "added": "_in_before IS NULL",
-    "removed": "_in_after IS NULL",
-    "changed": CHANGED,
-}
+EXAMPLES_SQL = f"""
+SELECT _interval, _kind, _key
+FROM (
+  SELECT _interval, _kind, _key,
+         ROW_NUMBER() OVER (PARTITION BY _interval, _kind ORDER BY _key) AS _n
+  FROM {{view}}
+  WHERE _kind IS NOT NULL
+)
+WHERE _n <= {EXAMPLES}
+ORDER BY _interval, _kind, _key
+"""
+KINDS = ("added", "removed", "changed")
 
 
 def diff_table(context: Context, spark: SparkSession, staged: StagedTable) -> list[IntervalDiff]:
@@ -200,54 +216,59 @@ def diff_table(context: Context, spark: SparkSession, staged: StagedTable) -> li
     keys = _grain(context, staged.model) or columns
     if staged.time_column not in keys:
         keys = [*keys, staged.time_column]
-    out = []
+    time = f"COALESCE(a.`{staged.time_column}`, b.`{staged.time_column}`)"
     view = "_tardy_diff_" + re.sub(r"\W", "_", staged.model)
-    for first, last in staged.intervals:
-        spark.sql(
-            DIFF_VIEW_SQL.format(
-                view=view,
-                key=" || '|' || ".join(
-                    f"COALESCE(CAST(COALESCE(a.`{k}`, b.`{k}`) AS STRING), 'NULL')" for k in keys
-                ),
-                measures="".join(f", b.`{c}` AS `b_{c}`, a.`{c}` AS `a_{c}`" for c in decimals),
-                columns=", ".join(f"`{c}`" for c in columns),
-                before=staged.prod_table,
-                after=staged.staged_table,
-                where=f"`{staged.time_column}` BETWEEN DATE'{first}' AND DATE'{last}'",
-                join=" AND ".join(f"b.`{k}` <=> a.`{k}`" for k in keys),
+    spark.sql(
+        DIFF_VIEW_SQL.format(
+            view=view,
+            key=" || '|' || ".join(
+                f"COALESCE(CAST(COALESCE(a.`{k}`, b.`{k}`) AS STRING), 'NULL')" for k in keys
+            ),
+            interval="CASE "
+            + " ".join(
+                f"WHEN {time} BETWEEN DATE'{first}' AND DATE'{last}' THEN {i}"
+                for i, (first, last) in enumerate(staged.intervals)
             )
+            + " END",
+            measures="".join(f", b.`{c}` AS `b_{c}`, a.`{c}` AS `a_{c}`" for c in decimals),
+            columns=", ".join(f"`{c}`" for c in columns),
+            before=staged.prod_table,
+            after=staged.staged_table,
+            where=staged.predicate(),
+            join=" AND ".join(f"b.`{k}` <=> a.`{k}`" for k in keys),
         )
+    )
+    try:
         sums = "".join(
             f", CAST(SUM(`b_{c}`) AS STRING) AS `before_{c}`"
             f", CAST(SUM(`a_{c}`) AS STRING) AS `after_{c}`"
             for c in decimals
         )
-        row = spark.sql(COUNTS_SQL.format(sums=sums, view=view)).first()
-        examples = {
-            kind: [
-                r._key
-                for r in spark.sql(
-                    f"SELECT _key FROM {view} WHERE {condition} ORDER BY _key LIMIT {EXAMPLES}"
-                ).collect()
-            ]
-            for kind, condition in EXAMPLE_CONDITIONS.items()
-            if row[kind]
-        }
+        query = COUNTS_SQL.format(sums=sums, view=view)
+        counts = {r._interval: r.asDict() for r in spark.sql(query).collect()}
+        examples: dict[int, dict[str, list[str]]] = {}
+        if any(row[kind] for row in counts.values() for kind in KINDS):
+            for r in spark.sql(EXAMPLES_SQL.format(view=view)).collect():
+                examples.setdefault(r._interval, {}).setdefault(r._kind, []).append(r._key)
+    finally:
+        spark.sql(f"DROP VIEW IF EXISTS {view}")
+    out = []
+    for i, (first, last) in enumerate(staged.intervals):
+        row = counts.get(i, {})  # empty: the interval holds no row before or after
         out.append(
             IntervalDiff(
                 model=staged.model,
                 interval=[first, last],
-                rows_before=int(row.rows_before),
-                rows_after=int(row.rows_after),
-                sums_before={c: row[f"before_{c}"] or "0" for c in decimals},
-                sums_after={c: row[f"after_{c}"] or "0" for c in decimals},
-                keys_added=int(row.added),
-                keys_removed=int(row.removed),
-                keys_changed=int(row.changed),
-                examples=examples,
+                rows_before=int(row.get("rows_before", 0)),
+                rows_after=int(row.get("rows_after", 0)),
+                sums_before={c: row.get(f"before_{c}") or "0" for c in decimals},
+                sums_after={c: row.get(f"after_{c}") or "0" for c in decimals},
+                keys_added=int(row.get("added", 0)),
+                keys_removed=int(row.get("removed", 0)),
+                keys_changed=int(row.get("changed", 0)),
+                examples=examples.get(i, {}),
             )
         )
-    spark.sql(f"DROP VIEW IF EXISTS {view}")
     return out
 
 

@@ -50,8 +50,12 @@ def tagged_commits(spark: SparkSession, value: str) -> Iterator[None]:
 
 
 def history(spark: SparkSession, table: str, after_version: int) -> list[t.Any]:
-    """The commits of ``table`` after ``after_version``, oldest first."""
-    rows = spark.sql(f"DESCRIBE HISTORY {table}").collect()
+    """The commits of ``table`` after ``after_version``, oldest first (reading only those:
+    a table's whole history grows with every interval ever written)."""
+    latest = int(spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").first().version)
+    if latest <= after_version:
+        return []
+    rows = spark.sql(f"DESCRIBE HISTORY {table} LIMIT {latest - after_version}").collect()
     return sorted((r for r in rows if r.version > after_version), key=lambda r: r.version)
 
 
@@ -89,7 +93,8 @@ def promote(
                 f"INSERT INTO {table.prod_table} REPLACE WHERE {table.predicate()} "
                 f"SELECT * FROM {table.staged_table} WHERE {table.predicate()}"
             )
-        after[table.model] = int(history(spark, table.prod_table, table.version_before)[-1].version)
+        commits = history(spark, table.prod_table, table.version_before)
+        after[table.model] = int([c for c in commits if c.userMetadata == marker][-1].version)
         committed.append(table.model)
         _failpoint("promote", len(after))
     return after, committed
@@ -123,5 +128,6 @@ def rollback(
             )
         with tagged_commits(spark, marker):
             spark.sql(f"RESTORE TABLE {table} TO VERSION AS OF {before[model]}")
-        versions[model] = int(history(spark, table, after[model])[-1].version)
+        commits = history(spark, table, after[model])
+        versions[model] = int([c for c in commits if c.userMetadata == marker][-1].version)
     return versions

@@ -154,6 +154,10 @@ def code_version() -> str | None:
 
 
 def ensure_log(spark: SparkSession) -> None:
+    """Create the log table and its view where they are missing (two catalog lookups when
+    both exist: every append calls this)."""
+    if spark.catalog.tableExists(LOG_TABLE) and spark.catalog.tableExists(PERIODS_VIEW):
+        return
     spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
     spark.sql(LOG_DDL)
     spark.sql(PERIODS_VIEW_SQL)
