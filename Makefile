@@ -19,7 +19,7 @@ demo: setup
 	$(BIN)/tardy demo
 
 test: setup sqlmesh-test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=10
 
 sqlmesh-test: setup
 	$(BIN)/sqlmesh test

@@ -49,7 +49,7 @@ TBLPROPERTIES ('delta.appendOnly' = 'true')
 # Rendered with the silver model's own macros: one definition of validity, key and precedence.
 # {bronze_keys}, {silver_keys} and {quarantine_ids} restrict the three table reads to the
 # touched keys and the new invalid records: semi-joins on ``touched`` in general, literal IN
-# lists when the new rows are few (``_key_filters``), which Delta turns into file skipping.
+# lists when the new rows are few (``_key_filters``), which let Delta skip prod silver files.
 CHANGES_SQL = """
 WITH new_rows AS (
   SELECT record_id, @natural_key() AS k, @invalid_reason() AS reason,
@@ -98,7 +98,7 @@ SEMI_JOIN_FILTERS = {
 }
 # The new rows are summarised in Python and their keys inlined as literals up to this many;
 # beyond it the semi-joins of SEMI_JOIN_FILTERS read the same rows.
-MAX_LITERAL_KEYS = 5_000
+MAX_INLINED_ROWS = 5_000
 NEW_ROWS_SQL = """
 SELECT record_id, @natural_key() AS k, @invalid_reason() IS NULL AS is_valid
 FROM {new_rows}
@@ -185,12 +185,12 @@ def _in_list(column: str, values: Iterable[str]) -> str:
 
 def _key_filters(context: Context, spark: SparkSession, new_rows: str) -> dict[str, str] | None:
     """Literal IN filters for CHANGES_SQL from the (few) new rows, or None when there are more
-    than MAX_LITERAL_KEYS. A literal list lets Delta skip the files of prod silver that cannot
+    than MAX_INLINED_ROWS. A literal list lets Delta skip the files of prod silver that cannot
     hold the keys (its statistics); the bronze read still scans the key columns."""
     rows = spark.sql(
-        _render(context, NEW_ROWS_SQL.format(new_rows=new_rows)) + f" LIMIT {MAX_LITERAL_KEYS + 1}"
+        _render(context, NEW_ROWS_SQL.format(new_rows=new_rows)) + f" LIMIT {MAX_INLINED_ROWS + 1}"
     ).collect()
-    if len(rows) > MAX_LITERAL_KEYS:
+    if len(rows) > MAX_INLINED_ROWS:
         return None
     touched = {r.k for r in rows if r.is_valid and r.k is not None}
     invalid = {r.record_id for r in rows if not r.is_valid}

@@ -420,8 +420,9 @@ LATE_SALE = {
 
 
 def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
-    restated: dict, timeline: Timeline, context, spark, data_home
+    restated: dict, timeline: Timeline, context, spark, data_home, monkeypatch
 ) -> None:
+    from tardy import restatement
     from tardy.restate import promote_staged, restate
     from tardy.restatement import detect
 
@@ -472,6 +473,10 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     }
     assert manifest.absorbed_by_next_run["silver.sales_transactions"] == [[last.isoformat()] * 2]
     assert manifest.stock_commands and all("--restate-model" in c for c in manifest.stock_commands)
+    # Beyond MAX_INLINED_ROWS new rows, detect reads the same rows through semi-joins.
+    with monkeypatch.context() as patched:
+        patched.setattr(restatement, "MAX_INLINED_ROWS", 0)
+        assert detect(context, spark).as_dict() == manifest.as_dict()
 
     # Stage only: every prod view and physical table returns what it returned before.
     before = content_hashes(context, spark)
@@ -556,6 +561,20 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         f"WHERE event_date = DATE'{d(6)}'"
     ).collect()
     assert [tuple(r) for r in shown] == [(staged.restatement_id, "late January data")]
+
+
+def test_staging_clones_what_is_read_beyond_the_restated_intervals(context, timeline) -> None:
+    from tardy.staging import _ordered_model_snapshots, reads_beyond_intervals
+
+    snapshots = _ordered_model_snapshots(context)
+    cloned = {s.model.name for s in snapshots if reads_beyond_intervals(s, snapshots)}
+    # Read by a child model (silver by daily, daily by the rollups) or by another model's
+    # audit (the quarantine by reconciles_with_bronze); the leaves are staged empty.
+    assert cloned == {
+        "silver.sales_quarantine",
+        "silver.sales_transactions",
+        "gold.daily_store_revenue",
+    }
 
 
 def physical_hashes(context, spark) -> dict[str, int]:
