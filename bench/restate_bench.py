@@ -41,7 +41,7 @@ def main() -> int:
     from tardy.fingerprint import fingerprints
     from tardy.ingest import ingest
     from tardy.project import open_context, spark_of
-    from tardy.restate import restate
+    from tardy.engine.restate import restate
     from tardy.simulate import SimulationConfig, arrival_dir_name, simulate
 
     context = open_context()

@@ -137,8 +137,8 @@ def _render_manifest(manifest: t.Any) -> None:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
+    from tardy.engine.detect import detect
     from tardy.project import open_context, spark_of
-    from tardy.restatement import detect
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
     with err.status("Comparing new bronze rows with prod"):
@@ -176,10 +176,10 @@ def _restatement_command(args: argparse.Namespace, action: t.Callable[..., t.Any
     """Runs a restatement action; a refusal or a failed gate exits non-zero with its reason."""
     from rich.markup import escape
 
+    from tardy.engine.promote import ProdChangedError
+    from tardy.engine.restate import RestatementError
     from tardy.lock import LockedError
     from tardy.project import open_context, spark_of
-    from tardy.promotion import ProdChangedError
-    from tardy.restate import RestatementError
 
     context = open_context(args.gateway, progress_to_stderr=getattr(args, "json", False))
     try:
@@ -202,7 +202,7 @@ def _restatement_command(args: argparse.Namespace, action: t.Callable[..., t.Any
 
 
 def cmd_restate(args: argparse.Namespace) -> int:
-    from tardy.restate import restate
+    from tardy.engine.restate import restate
 
     return _restatement_command(
         args,
@@ -219,7 +219,7 @@ def cmd_restate(args: argparse.Namespace) -> int:
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
-    from tardy.restate import promote_staged
+    from tardy.engine.restate import promote_staged
 
     return _restatement_command(
         args, lambda context, spark: promote_staged(context, spark, args.restatement_id)
@@ -227,7 +227,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
-    from tardy.restate import discard
+    from tardy.engine.restate import discard
 
     return _restatement_command(
         args, lambda context, spark: discard(context, spark, args.restatement_id)
@@ -235,7 +235,7 @@ def cmd_discard(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from tardy.restate import rollback
+    from tardy.engine.restate import rollback
 
     def action(context: t.Any, spark: t.Any) -> dict[str, object]:
         versions = rollback(context, spark, args.restatement_id, args.reason)
@@ -251,7 +251,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 def cmd_log(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from tardy import restatement_log
+    from tardy.engine import log as restatement_log
     from tardy.project import open_context, spark_of
 
     context = open_context(args.gateway, load=False, progress_to_stderr=args.json)

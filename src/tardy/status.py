@@ -26,7 +26,7 @@ Definitions (all times UTC; a day D is the half-open interval [D 00:00, D+1 00:0
 * **Lag** = ``arrival_ts - event_ts`` in hours, over the measured rows; p50/p95/p99 are
   Spark's exact ``percentile`` (linear interpolation between the closest ranks, as numpy's
   default).
-* **Pending late data** comes from ``tardy.restatement.detect``: its manifest's ``impacted``
+* **Pending late data** comes from ``tardy.engine.detect.detect``: its manifest's ``impacted``
   intervals are the days (and weeks/months) detect considers closed (older than the last
   computed day minus the grace window, by SQLMesh's state) with bronze changes prod does not
   reflect. detect judges closure by what SQLMesh has *run*, finality by what bronze has
@@ -51,15 +51,15 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 
+from tardy.engine.log import PERIODS_VIEW, ensure_log
 from tardy.ingest import BRONZE_TABLE
-from tardy.restatement_log import PERIODS_VIEW, ensure_log
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from rich.console import Console
     from sqlmesh import Context
 
-    from tardy.restatement import Manifest
+    from tardy.engine.detect import Manifest
 
 DAILY_TABLE = "gold.daily_store_revenue"
 WEEKLY_TABLE = "gold.weekly_store_revenue"
@@ -191,7 +191,7 @@ def split_by_finality(
     manifest: Manifest, watermark: datetime | None
 ) -> tuple[dict[str, list[list[str]]], dict[str, list[list[str]]], dict[str, list[list[str]]]]:
     """(pending_final, pending_provisional, absorbed_but_final) of a detect manifest."""
-    from tardy.restatement import ranges
+    from tardy.engine.closure import ranges
 
     def final(model: str, key: date) -> bool:
         return is_final(period_last_day(model, key), watermark)
@@ -257,7 +257,7 @@ def status(context: Context, spark: SparkSession) -> Status:
 
     Also (re)creates the view ``tardy.daily_store_revenue_status``.
     """
-    from tardy.restatement import detect
+    from tardy.engine.detect import detect
 
     grace = int(context.config.variables["grace_days"])
     ensure_status_view(spark, grace)

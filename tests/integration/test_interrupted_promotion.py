@@ -34,7 +34,7 @@ def build_and_stage() -> None:
     from tardy.home import activate
     from tardy.ingest import ingest
     from tardy.project import open_context, spark_of
-    from tardy.restate import restate
+    from tardy.engine.restate import restate
     from tardy.simulate import arrival_dir_name, simulate
 
     home = activate()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp, parse_one
 
-from tardy.restatement import _in_list
+from tardy.engine.detect import _in_list
 
 
 def test_in_list_quotes_each_value_and_parses_back_to_the_same_values() -> None:

@@ -1,4 +1,4 @@
-"""Detection: the closed intervals late bronze rows change, and the arrival watermark.
+"""Detect: the closed intervals late bronze rows change, and the arrival watermark.
 
 ``detect`` looks at the bronze rows added since the last restatement (the watermark: a bronze
 Delta version; the first time, every row), and keeps only what prod does not reflect yet:
@@ -8,8 +8,10 @@ the next ``sqlmesh run`` recomputes anyway (inside the grace window) and closed 
 downstream closure (daily day, week, month, the 28 days of features that include the day)
 is the change manifest.
 
-``tardy.restate`` stages, audits, diffs and promotes exactly the manifest's intervals, then
-advances the watermark (``advance_watermark``).
+Detection compares bronze with the two models that read it (the sales source's rules: the
+silver model's own macros decide validity, key and precedence); everything downstream of
+them comes from the DAG (``tardy.engine.closure``). ``tardy.engine.restate`` stages the
+manifest's root intervals and cascades only what changed, then advances the watermark.
 """
 
 from __future__ import annotations
@@ -19,10 +21,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
-from sqlglot import parse_one
-
+from tardy.engine import delta, sqlmesh_api
+from tardy.engine.closure import Closure, days_of, ranges
 from tardy.ingest import BRONZE_TABLE
-from tardy.staging import delta_version, prod_snapshots
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,11 +31,6 @@ if t.TYPE_CHECKING:
 
 SILVER = "silver.sales_transactions"
 QUARANTINE = "silver.sales_quarantine"
-DAILY = "gold.daily_store_revenue"
-WEEKLY = "gold.weekly_store_revenue"
-MONTHLY = "gold.monthly_store_revenue"
-FEATURES = "gold.store_features"
-FEATURE_WINDOW_DAYS = 28
 WATERMARK_TABLE = "tardy.arrival_watermarks"
 WATERMARK_DDL = f"""
 CREATE TABLE IF NOT EXISTS {WATERMARK_TABLE} (
@@ -115,6 +111,9 @@ class Manifest:
     impacted: dict[str, list[list[str]]]
     absorbed_by_next_run: dict[str, list[list[str]]]
     reasons: dict[str, str]
+    # The days detection found per model reading bronze; ``impacted`` is their closure over
+    # the DAG if every reached day changed (staging cascades only the days that do).
+    roots: dict[str, list[list[str]]] = field(default_factory=dict)
     stock_commands: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
@@ -123,17 +122,6 @@ class Manifest:
     @property
     def is_empty(self) -> bool:
         return not any(self.impacted.values())
-
-
-def ranges(days: Iterable[date]) -> list[list[str]]:
-    """The smallest set of closed [first, last] day ranges covering ``days``."""
-    out: list[list[date]] = []
-    for day in sorted(set(days)):
-        if out and day == out[-1][1] + timedelta(days=1):
-            out[-1][1] = day
-        else:
-            out.append([day, day])
-    return [[first.isoformat(), last.isoformat()] for first, last in out]
 
 
 def ensure_watermark_table(spark: SparkSession) -> None:
@@ -153,26 +141,11 @@ def _watermark(spark: SparkSession) -> tuple[int | None, str | None]:
 
 
 def bronze_version(spark: SparkSession) -> int:
-    return delta_version(spark, BRONZE_TABLE)
-
-
-def last_computed_day(context: Context, model: str) -> date | None:
-    """The last day of the model's prod intervals (SQLMesh state)."""
-    snapshot = prod_snapshots(context)[model]
-    if not snapshot.intervals:
-        return None
-    end_ms = max(end for _, end in snapshot.intervals)
-    return (datetime.fromtimestamp(end_ms / 1000, tz=UTC) - timedelta(days=1)).date()
+    return delta.version(spark, BRONZE_TABLE)
 
 
 def _render(context: Context, sql: str) -> str:
-    """``sql`` with the silver model's macros (``@natural_key()`` …) expanded, as Spark SQL."""
-    from sqlmesh.core.macros import MacroEvaluator
-
-    model = context.get_model(SILVER)
-    evaluator = MacroEvaluator(dialect="spark", python_env=model.python_env)
-    rendered = evaluator.transform(parse_one(sql, dialect="spark"))
-    return rendered.sql("spark")  # type: ignore[union-attr]
+    return sqlmesh_api.render_macros(context, SILVER, sql)
 
 
 def _in_list(column: str, values: Iterable[str]) -> str:
@@ -238,15 +211,9 @@ def _changes(context: Context, spark: SparkSession, since: int | None, until: in
         spark.catalog.dropTempView(NEW_ROWS_VIEW)
 
 
-def first_day(unit: str, day: date, project_start: date) -> date:
-    start = day - timedelta(days=day.weekday()) if unit == "week" else day.replace(day=1)
-    return max(start, project_start)
-
-
 def detect(context: Context, spark: SparkSession) -> Manifest:
     ensure_watermark_table(spark)
     grace = int(context.config.variables["grace_days"])
-    project_start = date.fromisoformat(str(context.config.variables["tardy_start"]))
     since, previous = _watermark(spark)
     version = bronze_version(spark)
     # Bronze is append-only: its latest arrival is in the partitions from the previous one on.
@@ -256,71 +223,57 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
     )
     watermark = arrival.first().m
     changes = _changes(context, spark, since, version) if since != version else []
-    silver_days = {d for r in changes if r.kind == "silver" for d in (r.new_day, r.old_day) if d}
-    quarantine_days = {r.new_day for r in changes if r.kind == "quarantine"}
-
-    last = {name: last_computed_day(context, name) for name in (SILVER, QUARANTINE)}
-
-    def split(days: set[date], model: str) -> tuple[set[date], set[date]]:
-        end = last[model]
-        if end is None:
-            return set(), days
-        closed = {d for d in days if d <= end - timedelta(days=grace)}
-        return closed, days - closed
-
-    silver_closed, silver_open = split(silver_days, SILVER)
-    quarantine_closed, quarantine_open = split(quarantine_days, QUARANTINE)
-    features_end = last_computed_day(context, FEATURES) or max(silver_closed, default=None)
-    impacted_days: dict[str, set[date]] = {
-        QUARANTINE: quarantine_closed,
-        SILVER: silver_closed,
-        DAILY: silver_closed,
-        WEEKLY: {first_day("week", d, project_start) for d in silver_closed},
-        MONTHLY: {first_day("month", d, project_start) for d in silver_closed},
-        FEATURES: {
-            d + timedelta(days=i)
-            for d in silver_closed
-            for i in range(FEATURE_WINDOW_DAYS)
-            if features_end is None or d + timedelta(days=i) <= features_end
-        },
+    found = {
+        SILVER: {d for r in changes if r.kind == "silver" for d in (r.new_day, r.old_day) if d},
+        QUARANTINE: {r.new_day for r in changes if r.kind == "quarantine"},
     }
+    closure = Closure(context, sqlmesh_api.model_snapshots(context))
+    roots: dict[str, set[date]] = {}
+    absorbed: dict[str, list[list[str]]] = {}
+    for model, days in found.items():
+        # The next `sqlmesh run` recomputes the last grace_days of the model's intervals.
+        end = sqlmesh_api.last_computed_day(closure.snapshots[model])
+        closed = {d for d in days if end is not None and d <= end - timedelta(days=grace)}
+        roots[model] = closed
+        absorbed[model] = ranges(days - closed)
+    reached = closure.downstream(roots)
     reasons = {
         SILVER: f"{sum(r.kind == 'silver' for r in changes)} transactions whose prod row "
         "differs from their bronze records (new versions, duplicates, corrections, voids)",
         QUARANTINE: f"{sum(r.kind == 'quarantine' for r in changes)} invalid rows missing from "
         "the quarantine",
-        DAILY: f"aggregates {SILVER} per day",
-        WEEKLY: f"the weeks holding an impacted day of {DAILY} (keyed by first_day)",
-        MONTHLY: f"the months holding an impacted day of {DAILY} (keyed by first_day)",
-        FEATURES: f"the {FEATURE_WINDOW_DAYS} days of features whose window holds an impacted day",
     }
-    impacted = {model: ranges(days) for model, days in impacted_days.items()}
+    for model in reached:
+        if model not in reasons:
+            parents = ", ".join(closure.parents(model))
+            reasons[model] = f"the intervals that read an impacted day of {parents}"
     manifest = Manifest(
         arrival_watermark=watermark.isoformat() if watermark else None,
         previous_watermark=previous,
         bronze_version=version,
         since_bronze_version=since,
         late_rows=len(changes),
-        impacted=impacted,
-        absorbed_by_next_run={SILVER: ranges(silver_open), QUARANTINE: ranges(quarantine_open)},
+        impacted={model: ranges(days) for model, days in reached.items()},
+        absorbed_by_next_run=absorbed,
         reasons=reasons,
+        roots={model: ranges(days) for model, days in roots.items()},
     )
-    manifest.stock_commands = stock_commands(manifest, project_start, features_end)
+    manifest.stock_commands = stock_commands(closure, roots)
     return manifest
 
 
-def stock_commands(manifest: Manifest, project_start: date, features_end: date | None) -> list[str]:
-    """The stock restatements covering the same changes (each over a whole hull)."""
+def stock_commands(closure: Closure, roots: dict[str, set[date]]) -> list[str]:
+    """The stock restatements covering the same changes: per range of root days, one hull
+    from the earliest to the latest day any model's closure reaches."""
     commands = []
-    for first, last in manifest.impacted[SILVER] + manifest.impacted[QUARANTINE]:
-        start = min(
-            first_day("week", date.fromisoformat(first), project_start),
-            first_day("month", date.fromisoformat(first), project_start),
-        )
-        end = date.fromisoformat(last) + timedelta(days=FEATURE_WINDOW_DAYS - 1)
-        if features_end is not None:
-            end = min(end, features_end)
-        commands.append(f"sqlmesh plan --restate-model {BRONZE_TABLE} --start {start} --end {end}")
+    for model, days in roots.items():
+        for span in ranges(days):
+            reached = closure.downstream({model: days_of([span])})
+            every = [d for model_days in reached.values() for d in model_days]
+            commands.append(
+                f"sqlmesh plan --restate-model {BRONZE_TABLE} "
+                f"--start {min(every)} --end {max(every)}"
+            )
     return list(dict.fromkeys(commands))
 
 

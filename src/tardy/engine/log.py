@@ -22,11 +22,26 @@ import subprocess
 import typing as t
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 
 from tardy.home import project_root
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+class Action(StrEnum):
+    """What a log row records; a restatement's status is its latest action."""
+
+    STAGING = "staging"
+    STAGED = "staged"
+    AUDIT_FAILED = "audit_failed"
+    BREAKER_TRIPPED = "breaker_tripped"
+    PROMOTING = "promoting"
+    PROMOTED = "promoted"
+    DISCARDED = "discarded"
+    ROLLED_BACK = "rolled_back"
+
 
 LOG_TABLE = "tardy.restatement_log"
 PERIODS_VIEW = "tardy.restated_periods"
@@ -84,7 +99,7 @@ WHERE rn = 1
 @dataclass
 class LogEntry:
     restatement_id: str
-    action: str
+    action: Action
     reason: str
     status: str = ""
     actor: str = field(default_factory=lambda: actor())
@@ -107,8 +122,8 @@ class LogEntry:
 
         return (
             self.restatement_id,
-            self.action,
-            self.status or self.action,
+            str(self.action),
+            self.status or str(self.action),
             self.logged_at,
             self.reason,
             self.actor,

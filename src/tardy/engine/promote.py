@@ -1,7 +1,8 @@
 """Promote a staged restatement into prod, table by table, one Delta commit each; roll back.
 
-Promotion copies the restated intervals of each staged table into its prod table with one
-``INSERT INTO <prod> REPLACE WHERE <intervals> SELECT ... FROM <staged>``: a single atomic
+Promotion copies the *changed* days of each staged table into its prod table (an interval
+whose recomputed rows equal prod's is not promoted; a table with none is not touched) with one
+``INSERT INTO <prod> REPLACE WHERE <days> SELECT ... FROM <staged>``: a single atomic
 Delta commit per table, upstream first. Each commit is tagged with the restatement id in the
 Delta commit's ``userMetadata``, so a promotion interrupted at any point (kill -9) can tell,
 from the tables' own history, which tables are already promoted: resuming skips those and
@@ -18,15 +19,14 @@ from __future__ import annotations
 import os
 import signal
 import typing as t
-from collections.abc import Iterator
-from contextlib import contextmanager
+
+from tardy.engine import delta
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from tardy.staging import StagedTable
+    from tardy.engine.stage import StagedTable
 
-USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 # Test hook: kill -9 this process right after promoting N tables ("promote:N"), to prove that
 # an interrupted promotion resumes; never set outside tests.
 FAILPOINT = "TARDY_FAILPOINT"
@@ -38,25 +38,6 @@ class ProdChangedError(RuntimeError):
 
 def tag(restatement_id: str, action: str) -> str:
     return f"tardy:{action}:{restatement_id}"
-
-
-@contextmanager
-def tagged_commits(spark: SparkSession, value: str) -> Iterator[None]:
-    spark.conf.set(USER_METADATA, value)
-    try:
-        yield
-    finally:
-        spark.conf.unset(USER_METADATA)
-
-
-def history(spark: SparkSession, table: str, after_version: int) -> list[t.Any]:
-    """The commits of ``table`` after ``after_version``, oldest first (reading only those:
-    a table's whole history grows with every interval ever written)."""
-    latest = int(spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").first().version)
-    if latest <= after_version:
-        return []
-    rows = spark.sql(f"DESCRIBE HISTORY {table} LIMIT {latest - after_version}").collect()
-    return sorted((r for r in rows if r.version > after_version), key=lambda r: r.version)
 
 
 def _failpoint(action: str, done: int) -> None:
@@ -76,8 +57,8 @@ def promote(
     after: dict[str, int] = {}
     committed: list[str] = []
     _failpoint("promote", 0)
-    for table in staged:
-        commits = history(spark, table.prod_table, table.version_before)
+    for table in (table for table in staged if table.changed):
+        commits = delta.history(spark, table.prod_table, table.version_before)
         ours = [c for c in commits if c.userMetadata == marker]
         if ours:
             after[table.model] = int(ours[-1].version)
@@ -88,12 +69,12 @@ def promote(
                 f"{table.version_before} -> {commits[-1].version} ({commits[-1].operation}); "
                 "discard this restatement and run `tardy restate` again"
             )
-        with tagged_commits(spark, marker):
-            spark.sql(
-                f"INSERT INTO {table.prod_table} REPLACE WHERE {table.predicate()} "
-                f"SELECT * FROM {table.staged_table} WHERE {table.predicate()}"
+        days = table.predicate(table.changed)
+        with delta.tagged_commits(spark, marker):
+            delta.replace_where(
+                spark, table.prod_table, days, f"SELECT * FROM {table.staged_table} WHERE {days}"
             )
-        commits = history(spark, table.prod_table, table.version_before)
+        commits = delta.history(spark, table.prod_table, table.version_before)
         after[table.model] = int([c for c in commits if c.userMetadata == marker][-1].version)
         committed.append(table.model)
         _failpoint("promote", len(after))
@@ -115,7 +96,7 @@ def rollback(
     versions: dict[str, int] = {}
     for model in reversed(list(after)):
         table = tables[model]
-        commits = history(spark, table, after[model])
+        commits = delta.history(spark, table, after[model])
         ours = [c for c in commits if c.userMetadata == marker]
         if ours:
             versions[model] = int(ours[-1].version)
@@ -126,8 +107,8 @@ def rollback(
                 f"{commits[-1].version}, {commits[-1].operation}): restoring version "
                 f"{before[model]} would also undo that change; refusing"
             )
-        with tagged_commits(spark, marker):
-            spark.sql(f"RESTORE TABLE {table} TO VERSION AS OF {before[model]}")
-        commits = history(spark, table, after[model])
+        with delta.tagged_commits(spark, marker):
+            delta.restore(spark, table, before[model])
+        commits = delta.history(spark, table, after[model])
         versions[model] = int([c for c in commits if c.userMetadata == marker][-1].version)
     return versions

@@ -1,9 +1,12 @@
 """``tardy restate``: detect → stage → audit → diff → promote, and its companions.
 
-- ``restate``: under the restatement lock, finish or discard an interrupted restatement, detect
-  the manifest, stage its intervals into shallow clones (``tardy.staging``; SQLMesh's own
-  evaluator and audits), run the circuit breaker and write the diff (``tardy.diff``), then,
-  unless ``promote=False``, promote (``tardy.promotion``) and advance the arrival watermark.
+- ``restate``: under the restatement lock, finish or discard an interrupted restatement,
+  detect the manifest once, then walk the DAG upstream first: each model with days to
+  restate (its detected days, plus the days its parents' *changed* days reach, from
+  ``tardy.engine.closure``) is staged in one write (``stage``), audited in one query
+  (``audit``) and diffed in one read (``diff``); only the days whose rows changed cascade to
+  its children. Then the circuit breaker, the review files, and unless ``promote=False`` the
+  promotion of the changed days (``promote``) and the arrival watermark.
 - ``promote_staged``: promote a staged restatement later (``tardy promote <id>``), or resume an
   interrupted promotion; idempotent.
 - ``rollback``: restore every table a promotion changed to its pre-promotion version, and put
@@ -11,25 +14,29 @@
 - ``discard``: drop a staged restatement.
 
 Every step appends to the restatement log (``tardy.restatement_log``); the log is also what
-``promote``/``rollback`` read back, so they work from a new process.
+``promote``/``rollback`` read back, so they work from a new process. Each step's seconds and
+Spark statements are measured (``delta.Meter``) and reported in ``--json``.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-import time
 import typing as t
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from enum import StrEnum
 from pathlib import Path
 
-from tardy import lock, promotion, restatement_log
-from tardy.diff import Diff, diff
+from tardy import lock
+from tardy.engine import audit, delta, log, sqlmesh_api
+from tardy.engine import promote as promotion
+from tardy.engine.closure import Closure, days_of, ranges
+from tardy.engine.detect import Manifest, advance_watermark, detect
+from tardy.engine.diff import Breaker, Diff, breaker, diff_table
+from tardy.engine.log import Action, LogEntry
+from tardy.engine.stage import StagedTable, drop_stage, prepare, write
 from tardy.home import activate
-from tardy.restatement import Manifest, advance_watermark, detect
-from tardy.restatement_log import LogEntry
-from tardy.staging import AuditFailed, StagedTable, drop_stage, prod_snapshots, stage
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,29 +57,41 @@ class PendingRestatement(RestatementError):
     pass
 
 
+class Status(StrEnum):
+    NOTHING_TO_DO = "nothing_to_do"
+    DRY_RUN = "dry_run"
+    STAGED = "staged"
+    PROMOTED = "promoted"
+    ALREADY_PROMOTED = "already_promoted"
+
+
 @dataclass
 class Outcome:
     restatement_id: str | None
-    status: str  # nothing_to_do | dry_run | staged | promoted | already_promoted
+    status: Status
     manifest: Manifest | None = None
     diff: Diff | None = None
-    evaluated: dict[str, list[dict[str, object]]] = field(default_factory=dict)
+    evaluated: dict[str, list[list[str]]] = field(default_factory=dict)  # staged intervals
+    promoted: dict[str, list[list[str]]] = field(default_factory=dict)  # changed days committed
     recovered: str | None = None  # what happened to an interrupted restatement
     report_dir: str | None = None
     advanced_watermark: bool = False
     seconds: dict[str, float] = field(default_factory=dict)  # per step: detect, stage, ...
+    statements: dict[str, int] = field(default_factory=dict)  # Spark statements per step
 
     def as_dict(self) -> dict[str, object]:
         return {
             **(self.manifest.as_dict() if self.manifest else {}),
             "restatement_id": self.restatement_id,
-            "status": self.status,
+            "status": str(self.status),
             "evaluated": self.evaluated,
+            "promoted": self.promoted,
             "diff": self.diff.as_dict() if self.diff else None,
             "recovered": self.recovered,
             "report_dir": self.report_dir,
             "advanced_watermark": self.advanced_watermark,
-            "seconds": self.seconds,
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            "statements": self.statements,
         }
 
 
@@ -84,9 +103,16 @@ def report_dir(restatement_id: str) -> Path:
     return activate().root / "restatements" / restatement_id
 
 
-def max_change(context: Context) -> float:
-    """The circuit breaker's threshold: config variable ``restatement_max_change``."""
-    return float(context.config.variables.get("restatement_max_change", DEFAULT_MAX_CHANGE))
+def watched(context: Context, threshold: float | None) -> Breaker:
+    """The circuit breaker's model, measure and threshold (config variables)."""
+    variables = context.config.variables
+    return Breaker(
+        model=variables.get("restatement_breaker_model"),
+        measure=str(variables.get("restatement_breaker_measure", "revenue")),
+        threshold=float(variables.get("restatement_max_change", DEFAULT_MAX_CHANGE))
+        if threshold is None
+        else threshold,
+    )
 
 
 def restate(
@@ -101,15 +127,18 @@ def restate(
 ) -> Outcome:
     if not reason.strip():
         raise ValueError("a restatement needs a --reason")
+    meter = delta.Meter(spark)
     if dry_run:  # print only: no lock, no recovery, no write
-        return Outcome(None, "dry_run", detect(context, spark))
+        with meter.step("detect"):
+            manifest = detect(context, spark)
+        return Outcome(None, Status.DRY_RUN, manifest, **meter.as_dict())  # type: ignore[arg-type]
     restatement_id = new_id()
     with lock.exclusive(activate().root, restatement_id) as stale:
         recovered = _recover(context, spark, stale.restatement_id) if stale else None
         pending = [
             row
-            for row in restatement_log.latest(spark).values()
-            if row["status"] in ("staged", "promoting")
+            for row in log.latest(spark).values()
+            if row["status"] in (Action.STAGED, Action.PROMOTING)
         ]
         if pending:
             waiting = pending[0]["restatement_id"]
@@ -117,31 +146,32 @@ def restate(
                 f"restatement {waiting} is {pending[0]['status']} and awaiting review: "
                 f"`tardy promote {waiting}` or `tardy discard {waiting}` first"
             )
-        started = time.perf_counter()
-        manifest = detect(context, spark)
-        seconds = {"detect": time.perf_counter() - started}
+        with meter.step("detect"):
+            manifest = detect(context, spark)
         if manifest.is_empty:
-            advanced = _advance(spark, manifest, reason)
+            with meter.step("log"):
+                advanced = _advance(spark, manifest, reason)
             return Outcome(
                 None,
-                "nothing_to_do",
+                Status.NOTHING_TO_DO,
                 manifest,
                 recovered=recovered,
                 advanced_watermark=advanced,
-                seconds=seconds,
+                **meter.as_dict(),  # type: ignore[arg-type]
             )
-        return _stage_and_promote(
+        outcome = _stage_and_promote(
             context,
             spark,
             restatement_id,
             reason,
             manifest,
+            meter,
             promote=promote,
             accept_large_change=accept_large_change,
-            threshold=max_change(context) if threshold is None else threshold,
-            recovered=recovered,
-            seconds=seconds,
+            watch=watched(context, threshold),
         )
+        outcome.recovered = recovered
+        return outcome
 
 
 def _advance(spark: SparkSession, manifest: Manifest, reason: str) -> bool:
@@ -153,28 +183,98 @@ def _advance(spark: SparkSession, manifest: Manifest, reason: str) -> bool:
     return True
 
 
+@dataclass
+class Staging:
+    tables: list[StagedTable]
+    diff: Diff
+    audits: list[audit.AuditResult]
+
+
+def stage_all(
+    context: Context,
+    spark: SparkSession,
+    restatement_id: str,
+    roots: dict[str, set[date]],
+    meter: delta.Meter,
+    watch: Breaker,
+) -> Staging:
+    """Stage, audit and diff every model the roots reach, upstream first, cascading only the
+    days whose rows changed. Raises ``audit.AuditFailed`` (after staging everything) when a
+    blocking audit fails."""
+    from sqlmesh.core.snapshot import DeployabilityIndex
+
+    snapshots = sqlmesh_api.model_snapshots(context)
+    closure = Closure(context, snapshots)
+    every = sqlmesh_api.by_fqn(sqlmesh_api.prod_snapshots(context).values())
+    reach = closure.downstream(roots)
+    last = max((d for days in reach.values() for d in days), default=date.today())
+    renderer = sqlmesh_api.Renderer(
+        context,
+        every,
+        DeployabilityIndex.all_deployable(),
+        sqlmesh_api.bounds(last.isoformat(), last.isoformat())[1],
+    )
+    changed: dict[str, set[date]] = {}
+    tables: list[StagedTable] = []
+    intervals = []
+    results: list[audit.AuditResult] = []
+    trips = []
+    for snapshot in snapshots:
+        name = snapshot.model.name
+        days = set(roots.get(name, set()))
+        for parent in closure.parents(name):
+            days |= closure.map(parent, name, changed.get(parent, set()))
+        if not days:
+            continue
+        # Staged models are non-deployable: they and their children read the staged tables.
+        renderer.index = renderer.index.with_non_deployable(snapshot)
+        with meter.step("stage"):
+            table = prepare(spark, snapshot, snapshots, ranges(days))
+            write(spark, renderer, snapshot, table)
+        with meter.step("audit"):
+            results += audit.run(spark, renderer, snapshot, table.intervals)
+        with meter.step("diff"):
+            table_diff = diff_table(spark, table, sqlmesh_api.grain(snapshot))
+        changed[name] = table_diff.changed_days
+        table.changed = ranges(changed[name])
+        tables.append(table)
+        intervals += table_diff.intervals
+        if name == watch.model:
+            trips = breaker(table_diff, watch)
+    review = Diff(restatement_id, intervals, watch.threshold, trips, watch.model)
+    if any(r.failed and r.blocking for r in results):
+        raise audit.AuditFailed(results)
+    return Staging(tables, review, results)
+
+
+def _audit_summary(results: list[audit.AuditResult]) -> list[dict[str, object]]:
+    """The audits' results for the log: one row per audit, model and interval that returned
+    rows, and a count of blocking failures (0 means every blocking audit passed)."""
+    failed = [r.as_dict() for r in results if r.failed]
+    return [
+        {
+            "audits_run": len(results),
+            "blocking_failures": sum(1 for r in results if r.failed and r.blocking),
+            "failed": failed,
+        }
+    ]
+
+
 def _stage_and_promote(
     context: Context,
     spark: SparkSession,
     restatement_id: str,
     reason: str,
     manifest: Manifest,
+    meter: delta.Meter,
     *,
     promote: bool,
     accept_large_change: bool,
-    threshold: float,
-    recovered: str | None,
-    seconds: dict[str, float],
+    watch: Breaker,
 ) -> Outcome:
-    clock = time.perf_counter()
-
-    def lap(step: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        seconds[step] = now - clock
-        clock = now
-
-    snapshots = {s.model.name: s.version for s in prod_snapshots(context).values() if s.is_model}
+    snapshots = {
+        s.model.name: s.version for s in sqlmesh_api.prod_snapshots(context).values() if s.is_model
+    }
     base = dict(
         restatement_id=restatement_id,
         reason=reason,
@@ -183,29 +283,34 @@ def _stage_and_promote(
         arrival_watermark=_ts(manifest.arrival_watermark),
         snapshot_versions=snapshots,
     )
-    restatement_log.append(spark, LogEntry(action="staging", **base))  # type: ignore[arg-type]
+    with meter.step("log"):
+        log.append(spark, LogEntry(action=Action.STAGING, **base))  # type: ignore[arg-type]
     folder = report_dir(restatement_id)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "manifest.json").write_text(json.dumps(manifest.as_dict(), indent=2, default=str))
+    roots = {model: days_of(spans) for model, spans in manifest.roots.items()}
     try:
-        staged = stage(context, spark, manifest.impacted)
-    except AuditFailed as failure:
+        staging = stage_all(context, spark, restatement_id, roots, meter, watch)
+    except audit.AuditFailed as failure:
         drop_stage(context, spark)
-        failed = LogEntry(action="audit_failed", audit_results=failure.failures, **base)  # type: ignore[arg-type]
+        failed = LogEntry(
+            action=Action.AUDIT_FAILED,
+            audit_results=_audit_summary(failure.results),
+            **base,  # type: ignore[arg-type]
+        )
         failed.message = str(failure)
-        restatement_log.append(spark, failed)
+        log.append(spark, failed)
         raise RestatementError(
             f"{failure}; prod is unchanged (restatement {restatement_id})"
         ) from failure
     except Exception as error:
         _discard(context, spark, restatement_id, reason, f"failed while staging: {error}")
         raise
-    lap("stage and audit")
-    review = diff(context, spark, restatement_id, staged, threshold)
-    lap("diff")
+    review, staged = staging.diff, staging.tables
     (folder / "diff.md").write_text(review.markdown())
     (folder / "diff.json").write_text(json.dumps(review.as_dict(), indent=2, default=str))
     totals = review.totals()
+    base["intervals"] = {table.model: table.intervals for table in staged}
     details = dict(
         rows_before={
             m: {"rows": v["rows_before"], "sums": v["sums_before"]} for m, v in totals.items()
@@ -214,56 +319,60 @@ def _stage_and_promote(
             m: {"rows": v["rows_after"], "sums": v["sums_after"]} for m, v in totals.items()
         },
         table_versions_before={table.model: table.version_before for table in staged},
-        audit_results=[{"models": [table.model for table in staged], "blocking_failures": 0}],
+        audit_results=_audit_summary(staging.audits),
     )
     if review.breaker and not accept_large_change:
         drop_stage(context, spark)
         message = (
             f"circuit breaker: {len(review.breaker)} closed day(s) change by more than "
-            f"{threshold:.0%} (see {folder / 'diff.md'}); rerun with --accept-large-change "
-            "to promote anyway"
+            f"{watch.threshold:.0%} (see {folder / 'diff.md'}); rerun with "
+            "--accept-large-change to promote anyway"
         )
-        restatement_log.append(
-            spark, LogEntry(action="breaker_tripped", message=message, **base, **details)
-        )  # type: ignore[arg-type]
+        log.append(
+            spark,
+            LogEntry(action=Action.BREAKER_TRIPPED, message=message, **base, **details),  # type: ignore[arg-type]
+        )
         raise BreakerTripped(f"{message}; prod is unchanged (restatement {restatement_id})")
     staged_detail = {
         "staged_tables": [table.as_dict() for table in staged],
         "manifest": manifest.as_dict(),
         "accepted_large_change": bool(review.breaker),
     }
-    restatement_log.append(
-        spark,
-        LogEntry(
-            action="staged", message=json.dumps(staged_detail, default=str), **base, **details
-        ),  # type: ignore[arg-type]
-    )
-    lap("log")
+    with meter.step("log"):
+        log.append(
+            spark,
+            LogEntry(
+                action=Action.STAGED,
+                message=json.dumps(staged_detail, default=str),
+                **base,  # type: ignore[arg-type]
+                **details,  # type: ignore[arg-type]
+            ),
+        )
     outcome = Outcome(
         restatement_id,
-        "staged",
+        Status.STAGED,
         manifest,
         review,
-        recovered=recovered,
+        evaluated={table.model: table.intervals for table in staged},
         report_dir=str(folder),
-        seconds=seconds,
     )
-    if not promote:
-        return outcome
-    promoted = _promote(context, spark, restatement_id)
-    lap("promote")
-    promoted.manifest, promoted.diff, promoted.recovered = manifest, review, recovered
-    promoted.seconds = seconds
-    return promoted
+    if promote:
+        with meter.step("promote"):
+            promoted = _promote(context, spark, restatement_id)
+        outcome.status = promoted.status
+        outcome.promoted = promoted.promoted
+        outcome.advanced_watermark = promoted.advanced_watermark
+    outcome.seconds, outcome.statements = dict(meter.seconds), dict(meter.statements)
+    return outcome
 
 
 def _staged_entry(
     spark: SparkSession, restatement_id: str
 ) -> tuple[dict[str, t.Any], list[dict[str, t.Any]]]:
-    rows = restatement_log.entries(spark, restatement_id)
+    rows = log.entries(spark, restatement_id)
     if not rows:
-        raise RestatementError(f"no restatement {restatement_id} in {restatement_log.LOG_TABLE}")
-    staged = [row for row in rows if row["action"] == "staged"]
+        raise RestatementError(f"no restatement {restatement_id} in {log.LOG_TABLE}")
+    staged = [row for row in rows if row["action"] == Action.STAGED]
     if not staged:
         raise RestatementError(
             f"restatement {restatement_id} was never staged ({rows[-1]['status']})"
@@ -275,15 +384,17 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
     """Promote (or finish promoting) a staged restatement; the caller holds the lock."""
     entry, rows = _staged_entry(spark, restatement_id)
     status = rows[-1]["status"]
-    if status == "promoted":
+    if status == Action.PROMOTED:
         return Outcome(
-            restatement_id, "already_promoted", report_dir=str(report_dir(restatement_id))
+            restatement_id, Status.ALREADY_PROMOTED, report_dir=str(report_dir(restatement_id))
         )
-    if status not in ("staged", "promoting"):
+    if status not in (Action.STAGED, Action.PROMOTING):
         raise RestatementError(f"restatement {restatement_id} is {status}: nothing to promote")
     detail = json.loads(entry["message"])
     staged = [StagedTable(**table) for table in detail["staged_tables"]]
-    current = {s.model.name: s.version for s in prod_snapshots(context).values() if s.is_model}
+    current = {
+        s.model.name: s.version for s in sqlmesh_api.prod_snapshots(context).values() if s.is_model
+    }
     changed = sorted(m for m, v in entry["snapshot_versions"].items() if current.get(m) != v)
     if changed:
         raise promotion.ProdChangedError(
@@ -304,8 +415,10 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
             "rows_after",
         )
     }
-    if status == "staged":
-        restatement_log.append(spark, LogEntry(action="promoting", **base))
+    # The log's restated periods are the days promotion commits, not every evaluated one.
+    base["intervals"] = {table.model: table.changed for table in staged if table.changed}
+    if status == Action.STAGED:
+        log.append(spark, LogEntry(action=Action.PROMOTING, **base))
     versions, committed = promotion.promote(spark, restatement_id, staged)
     manifest = detail["manifest"]
     advanced = not any(manifest["absorbed_by_next_run"].values())
@@ -316,22 +429,22 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
             manifest["arrival_watermark"],
             f"restatement {restatement_id}: {entry['reason']}",
         )
-    restatement_log.append(
+    log.append(
         spark,
         LogEntry(
-            action="promoted",
+            action=Action.PROMOTED,
             table_versions_after=versions,
             message=f"committed {', '.join(committed) or 'nothing new'} in this call; "
-            f"{len(staged)} tables promoted",
+            f"{len(versions)} of {len(staged)} staged tables had changed days",
             **base,
         ),
     )
     drop_stage(context, spark)
-    evaluated = {table.model: [{"interval": span} for span in table.intervals] for table in staged}
     return Outcome(
         restatement_id,
-        "promoted",
-        evaluated=evaluated,
+        Status.PROMOTED,
+        evaluated={table.model: table.intervals for table in staged},
+        promoted={table.model: table.changed for table in staged if table.changed},
         report_dir=str(report_dir(restatement_id)),
         advanced_watermark=advanced,
     )
@@ -339,12 +452,12 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
 
 def _recover(context: Context, spark: SparkSession, restatement_id: str) -> str:
     """Finish or discard the restatement of a dead lock holder; says which."""
-    rows = restatement_log.entries(spark, restatement_id)
+    rows = log.entries(spark, restatement_id)
     status = rows[-1]["status"] if rows else None
-    if status == "promoting":
+    if status == Action.PROMOTING:
         _promote(context, spark, restatement_id)
         return f"completed the interrupted promotion of restatement {restatement_id}"
-    if status in (None, "staging"):
+    if status in (None, Action.STAGING):
         reason = rows[-1]["reason"] if rows else None
         _discard(context, spark, restatement_id, reason, "interrupted while staging")
         return f"discarded restatement {restatement_id}, interrupted while staging"
@@ -359,11 +472,11 @@ def promote_staged(context: Context, spark: SparkSession, restatement_id: str) -
 
 def discard(context: Context, spark: SparkSession, restatement_id: str) -> str:
     with lock.exclusive(activate().root, restatement_id):
-        rows = restatement_log.entries(spark, restatement_id)
+        rows = log.entries(spark, restatement_id)
         if not rows:
             raise RestatementError(f"no restatement {restatement_id}")
         status = rows[-1]["status"]
-        if status not in ("staged", "staging"):
+        if status not in (Action.STAGED, Action.STAGING):
             raise RestatementError(f"restatement {restatement_id} is {status}: nothing to discard")
         _discard(context, spark, restatement_id, rows[-1]["reason"], "discarded by request")
         return f"discarded restatement {restatement_id}; prod was never touched"
@@ -375,9 +488,11 @@ def _discard(
     """Drop the staged clones and log the discard (prod was never touched)."""
     drop_stage(context, spark)
     if reason is not None:
-        restatement_log.append(
+        log.append(
             spark,
-            LogEntry(restatement_id=restatement_id, action="discarded", reason=reason, message=why),
+            LogEntry(
+                restatement_id=restatement_id, action=Action.DISCARDED, reason=reason, message=why
+            ),
         )
 
 
@@ -386,11 +501,11 @@ def rollback(
 ) -> dict[str, int]:
     """``tardy rollback <id>``: every table the promotion changed back to its prior version."""
     with lock.exclusive(activate().root, restatement_id):
-        rows = restatement_log.entries(spark, restatement_id)
-        promoted = [row for row in rows if row["action"] == "promoted"]
+        rows = log.entries(spark, restatement_id)
+        promoted = [row for row in rows if row["action"] == Action.PROMOTED]
         if not promoted:
             raise RestatementError(f"restatement {restatement_id} was never promoted")
-        if rows[-1]["status"] == "rolled_back":
+        if rows[-1]["status"] == Action.ROLLED_BACK:
             return rows[-1]["table_versions_after"]
         entry, _ = _staged_entry(spark, restatement_id)
         detail = json.loads(entry["message"])
@@ -406,11 +521,11 @@ def rollback(
             detail["manifest"]["previous_watermark"],
             f"rollback of restatement {restatement_id}: {reason}",
         )
-        restatement_log.append(
+        log.append(
             spark,
             LogEntry(
                 restatement_id=restatement_id,
-                action="rolled_back",
+                action=Action.ROLLED_BACK,
                 reason=entry["reason"],
                 intervals=entry["intervals"],
                 table_versions_before=after,

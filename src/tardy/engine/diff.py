@@ -5,9 +5,14 @@ and the keys (the model's grain) added, removed and changed (same key, different
 with a few examples of each. Rendered as a Rich table, as Markdown (a pull-request comment
 body) and as JSON.
 
-The circuit breaker reads the same numbers for ``gold.daily_store_revenue`` per day: a closed
-day whose revenue or row count moves by more than the threshold stops the restatement unless
-``--accept-large-change`` is given.
+One read of each table: a single query returns, per interval and day, the counts and sums
+before and after; the days with any added, removed or changed key are the model's *changed
+days*, the only ones staging cascades to its children and promotion commits.
+
+The circuit breaker reads the same per-day numbers for the model and measure named by the
+config variables ``restatement_breaker_model`` / ``restatement_breaker_measure``: a closed
+day whose measure or row count moves by more than the threshold stops the restatement
+unless ``--accept-large-change`` is given.
 """
 
 from __future__ import annotations
@@ -15,18 +20,18 @@ from __future__ import annotations
 import re
 import typing as t
 from dataclasses import asdict, dataclass, field
+from datetime import date
 from decimal import Decimal
 
 from rich.table import Table
 
+from tardy.engine.closure import ranges
+
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from sqlmesh import Context
 
-    from tardy.staging import StagedTable
+    from tardy.engine.stage import StagedTable
 
-BREAKER_MODEL = "gold.daily_store_revenue"
-BREAKER_MEASURE = "revenue"
 EXAMPLES = 5
 
 
@@ -57,12 +62,44 @@ class BreakerTrip:
     change: float | None  # relative change; None when before is 0 and after is not
 
 
+@dataclass(frozen=True)
+class Breaker:
+    """What the circuit breaker watches: one model's rows and one measure, per day."""
+
+    model: str | None
+    measure: str
+    threshold: float
+
+
+@dataclass
+class DayChange:
+    """Rows and the breaker's measure on one day, before and after (``diff_table``)."""
+
+    day: date
+    rows_before: int
+    rows_after: int
+    sums_before: dict[str, str]
+    sums_after: dict[str, str]
+    changed_keys: int
+
+
+@dataclass
+class TableDiff:
+    intervals: list[IntervalDiff]
+    days: list[DayChange]
+
+    @property
+    def changed_days(self) -> set[date]:
+        return {d.day for d in self.days if d.changed_keys}
+
+
 @dataclass
 class Diff:
     restatement_id: str
     intervals: list[IntervalDiff]
     threshold: float
     breaker: list[BreakerTrip]
+    breaker_model: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -128,7 +165,7 @@ class Diff:
         lines.append("")
         if self.breaker:
             lines.append(
-                f"**Circuit breaker**: {len(self.breaker)} closed day(s) of `{BREAKER_MODEL}` "
+                f"**Circuit breaker**: {len(self.breaker)} closed day(s) of `{self.breaker_model}` "
                 f"change by more than {self.threshold:.0%}:"
             )
             lines += [
@@ -138,7 +175,7 @@ class Diff:
             ]
         else:
             lines.append(
-                f"Circuit breaker: no closed day of `{BREAKER_MODEL}` changes by more than "
+                f"Circuit breaker: no closed day of `{self.breaker_model}` changes by more than "
                 f"{self.threshold:.0%}."
             )
         return "\n".join(lines) + "\n"
@@ -157,14 +194,6 @@ def _measure(sums: dict[str, str]) -> str | None:
     return next(iter(sums), None)
 
 
-def _grain(context: Context, model: str) -> list[str]:
-    """The model's grain columns (its key), empty when it declares none."""
-    from sqlglot import exp
-
-    grains = context.get_model(model).grains
-    return [column.name for grain in grains for column in grain.find_all(exp.Column)]
-
-
 DIFF_VIEW_SQL = """
 CREATE OR REPLACE TEMPORARY VIEW {view} AS
 SELECT *, CASE
@@ -175,21 +204,22 @@ SELECT *, CASE
 FROM (
   SELECT b._present AS _in_before, a._present AS _in_after,
          b._row_hash AS _hash_before, a._row_hash AS _hash_after, {key} AS _key,
-         {interval} AS _interval{measures}
+         {time} AS _time, {interval} AS _interval{measures}
   FROM (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {before} WHERE {where}) AS b
   FULL OUTER JOIN
        (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {after} WHERE {where}) AS a
     ON {join}
 )
 """
-# One query per table for all its intervals, and one for the example keys when any changed.
+# One query per table for all its intervals (per day), and one for the example keys when any
+# changed.
 COUNTS_SQL = """
-SELECT _interval, COUNT(_in_before) AS rows_before, COUNT(_in_after) AS rows_after,
+SELECT _interval, _time, COUNT(_in_before) AS rows_before, COUNT(_in_after) AS rows_after,
        COUNT(CASE WHEN _kind = 'added' THEN 1 END) AS added,
        COUNT(CASE WHEN _kind = 'removed' THEN 1 END) AS removed,
        COUNT(CASE WHEN _kind = 'changed' THEN 1 END) AS changed{sums}
 FROM {view}
-GROUP BY _interval
+GROUP BY _interval, _time
 """
 EXAMPLES_SQL = f"""
 SELECT _interval, _kind, _key
@@ -205,15 +235,15 @@ ORDER BY _interval, _kind, _key
 KINDS = ("added", "removed", "changed")
 
 
-def diff_table(context: Context, spark: SparkSession, staged: StagedTable) -> list[IntervalDiff]:
-    """Prod against staged, per restated interval of one table."""
+def diff_table(spark: SparkSession, staged: StagedTable, grain: list[str]) -> TableDiff:
+    """Prod against staged over the evaluated intervals of one table: one read of each."""
     schema = spark.table(staged.prod_table).schema
     columns = [f.name for f in schema.fields]
     decimals = [f.name for f in schema.fields if f.dataType.typeName() == "decimal"]
     # The grain plus the time column: prod may hold a key on two days of a range (a late
     # correction moved it after the old day was closed: what the restatement fixes), and a
     # join on the grain alone would count such rows twice.
-    keys = _grain(context, staged.model) or columns
+    keys = grain or columns
     if staged.time_column not in keys:
         keys = [*keys, staged.time_column]
     time = f"COALESCE(a.`{staged.time_column}`, b.`{staged.time_column}`)"
@@ -224,6 +254,7 @@ def diff_table(context: Context, spark: SparkSession, staged: StagedTable) -> li
             key=" || '|' || ".join(
                 f"COALESCE(CAST(COALESCE(a.`{k}`, b.`{k}`) AS STRING), 'NULL')" for k in keys
             ),
+            time=time,
             interval="CASE "
             + " ".join(
                 f"WHEN {time} BETWEEN DATE'{first}' AND DATE'{last}' THEN {i}"
@@ -244,76 +275,71 @@ def diff_table(context: Context, spark: SparkSession, staged: StagedTable) -> li
             f", CAST(SUM(`a_{c}`) AS STRING) AS `after_{c}`"
             for c in decimals
         )
-        query = COUNTS_SQL.format(sums=sums, view=view)
-        counts = {r._interval: r.asDict() for r in spark.sql(query).collect()}
+        rows = [r.asDict() for r in spark.sql(COUNTS_SQL.format(sums=sums, view=view)).collect()]
         examples: dict[int, dict[str, list[str]]] = {}
-        if any(row[kind] for row in counts.values() for kind in KINDS):
+        if any(row[kind] for row in rows for kind in KINDS):
             for r in spark.sql(EXAMPLES_SQL.format(view=view)).collect():
                 examples.setdefault(r._interval, {}).setdefault(r._kind, []).append(r._key)
     finally:
         spark.sql(f"DROP VIEW IF EXISTS {view}")
+    days = [
+        DayChange(
+            day=row["_time"],
+            rows_before=int(row["rows_before"]),
+            rows_after=int(row["rows_after"]),
+            sums_before={c: row[f"before_{c}"] or "0" for c in decimals},
+            sums_after={c: row[f"after_{c}"] or "0" for c in decimals},
+            changed_keys=int(row["added"] + row["removed"] + row["changed"]),
+        )
+        for row in rows
+    ]
     out = []
     for i, (first, last) in enumerate(staged.intervals):
-        row = counts.get(i, {})  # empty: the interval holds no row before or after
+        mine = [row for row in rows if row["_interval"] == i]  # none: the interval is empty
         out.append(
             IntervalDiff(
                 model=staged.model,
                 interval=[first, last],
-                rows_before=int(row.get("rows_before", 0)),
-                rows_after=int(row.get("rows_after", 0)),
-                sums_before={c: row.get(f"before_{c}") or "0" for c in decimals},
-                sums_after={c: row.get(f"after_{c}") or "0" for c in decimals},
-                keys_added=int(row.get("added", 0)),
-                keys_removed=int(row.get("removed", 0)),
-                keys_changed=int(row.get("changed", 0)),
+                rows_before=sum(int(row["rows_before"]) for row in mine),
+                rows_after=sum(int(row["rows_after"]) for row in mine),
+                sums_before={c: _total(mine, f"before_{c}") for c in decimals},
+                sums_after={c: _total(mine, f"after_{c}") for c in decimals},
+                keys_added=sum(int(row["added"]) for row in mine),
+                keys_removed=sum(int(row["removed"]) for row in mine),
+                keys_changed=sum(int(row["changed"]) for row in mine),
                 examples=examples.get(i, {}),
             )
         )
-    return out
+    return TableDiff(out, days)
 
 
-def breaker(spark: SparkSession, staged: list[StagedTable], threshold: float) -> list[BreakerTrip]:
-    """Closed days of gold.daily_store_revenue whose revenue or row count moves by more than
-    ``threshold`` (relative), staged against prod."""
-    daily = next((table for table in staged if table.model == BREAKER_MODEL), None)
-    if daily is None:
-        return []
-    column = daily.time_column
-    query = f"""
-    WITH b AS (
-      SELECT `{column}` AS day, COUNT(*) AS n, SUM({BREAKER_MEASURE}) AS m
-      FROM {daily.prod_table} WHERE {daily.predicate()} GROUP BY 1
-    ), a AS (
-      SELECT `{column}` AS day, COUNT(*) AS n, SUM({BREAKER_MEASURE}) AS m
-      FROM {daily.staged_table} WHERE {daily.predicate()} GROUP BY 1
-    )
-    SELECT COALESCE(a.day, b.day) AS day, COALESCE(b.n, 0) AS n_before,
-           COALESCE(a.n, 0) AS n_after, COALESCE(b.m, 0) AS m_before, COALESCE(a.m, 0) AS m_after
-    FROM b FULL OUTER JOIN a ON a.day = b.day
-    ORDER BY day
-    """
+def _total(rows: list[dict[str, t.Any]], column: str) -> str:
+    return str(sum((Decimal(row[column] or "0") for row in rows), Decimal(0)))
+
+
+def breaker(table: TableDiff, watch: Breaker) -> list[BreakerTrip]:
+    """Days of the watched model whose measure or row count moves by more than the
+    threshold (relative), staged against prod."""
     trips = []
-    for row in spark.sql(query).collect():
+    for day in sorted(table.days, key=lambda d: d.day):
         for measure, before, after in (
-            ("rows", Decimal(row.n_before), Decimal(row.n_after)),
-            (BREAKER_MEASURE, Decimal(row.m_before), Decimal(row.m_after)),
+            ("rows", Decimal(day.rows_before), Decimal(day.rows_after)),
+            (
+                watch.measure,
+                Decimal(day.sums_before.get(watch.measure, "0")),
+                Decimal(day.sums_after.get(watch.measure, "0")),
+            ),
         ):
             if before == after:
                 continue
             change = None if before == 0 else float((after - before) / abs(before))
-            if change is None or abs(change) > threshold:
+            if change is None or abs(change) > watch.threshold:
                 trips.append(
-                    BreakerTrip(row.day.isoformat(), measure, str(before), str(after), change)
+                    BreakerTrip(day.day.isoformat(), measure, str(before), str(after), change)
                 )
     return trips
 
 
-def diff(
-    context: Context,
-    spark: SparkSession,
-    restatement_id: str,
-    staged: list[StagedTable],
-    threshold: float,
-) -> Diff:
-    intervals = [item for table in staged for item in diff_table(context, spark, table)]
-    return Diff(restatement_id, intervals, threshold, breaker(spark, staged, threshold))
+def changed_spans(table: TableDiff) -> list[list[str]]:
+    """The changed days of a table as ranges."""
+    return ranges(table.changed_days)

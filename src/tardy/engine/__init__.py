@@ -1,0 +1,19 @@
+"""The restatement engine: restate exactly the intervals late data changes, away from prod.
+
+One module per step, in the order a restatement runs them:
+
+- ``detect``: the days late bronze rows change in the models that read bronze (the manifest)
+  and the arrival watermark;
+- ``closure``: which intervals of every downstream model a changed day reaches, from the DAG
+  and each model's own metadata;
+- ``stage``: one write per model into its staged (dev) table, for all its intervals;
+- ``audit``: every audit of a model over all its intervals, in one query;
+- ``diff``: staged against prod, one read per table: counts, sums, changed keys and days,
+  and the circuit breaker;
+- ``promote``: one Delta commit per table with changed days; rollback;
+- ``log``: the restatement log;
+- ``restate``: runs the steps under the lock, and ``promote``/``discard``/``rollback``.
+
+SQLMesh is reached only through ``sqlmesh_api`` and Delta only through ``delta``; nothing here
+renders output (the CLI does).
+"""

@@ -1,0 +1,250 @@
+"""Everything the engine asks SQLMesh: prod's snapshots, the DAG, model metadata, rendering.
+
+The engine never names a model in Python: the order of models, their parents, time columns,
+grains, audits and the SQL or DataFrames of an interval all come from the project through
+this module. SQLMesh renders every model (SQL and Python) and every audit; the engine only
+combines the rendered intervals of one model into one statement (``tardy.engine.stage`` and
+``tardy.engine.audit``).
+"""
+
+from __future__ import annotations
+
+import typing as t
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+from sqlglot import exp, parse_one
+
+if t.TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from sqlmesh import Context
+    from sqlmesh.core.snapshot import DeployabilityIndex, Snapshot
+
+
+class NoProdError(RuntimeError):
+    """The project has no prod environment yet."""
+
+
+def prod_snapshots(context: Context) -> dict[str, Snapshot]:
+    """Prod's snapshots by model name (``silver.sales_transactions``)."""
+    env = context.state_sync.get_environment("prod")
+    if env is None:
+        raise NoProdError("no prod environment yet: run `sqlmesh plan` first")
+    snapshots = context.state_sync.get_snapshots(env.snapshots).values()
+    return {s.model.name if s.is_model else s.name: s for s in snapshots}
+
+
+def by_fqn(snapshots: t.Iterable[Snapshot]) -> dict[str, Snapshot]:
+    """Snapshots keyed the way SQLMesh's evaluator and renderer expect (fully qualified)."""
+    return {s.name: s for s in snapshots}
+
+
+def model_snapshots(context: Context) -> list[Snapshot]:
+    """Prod's snapshots of the project's materialized models, upstream first (``context.dag``)."""
+    snapshots = by_fqn(
+        s for s in prod_snapshots(context).values() if s.is_model and not s.is_external
+    )
+    return [snapshots[fqn] for fqn in context.dag if fqn in snapshots]
+
+
+def parent_names(snapshot: Snapshot, snapshots: t.Iterable[Snapshot]) -> list[str]:
+    """The model names of the snapshot's parents among ``snapshots``."""
+    names = {s.name: s.model.name for s in snapshots}
+    return [names[p.name] for p in snapshot.parents if p.name in names]
+
+
+def time_column(snapshot: Snapshot) -> str:
+    return snapshot.model.time_column.column.name
+
+
+def grain(snapshot: Snapshot) -> list[str]:
+    """The model's grain columns (its key), empty when it declares none."""
+    return [c.name for g in snapshot.model.grains for c in g.find_all(exp.Column)]
+
+
+def tag_value(snapshot: Snapshot, name: str) -> str | None:
+    """The value of a ``name=value`` tag of the model (``tags (restate_window=28)``)."""
+    for tag in snapshot.model.tags:
+        key, _, value = tag.partition("=")
+        if key.strip() == name:
+            return value.strip()
+    return None
+
+
+def last_computed_day(snapshot: Snapshot) -> date | None:
+    """The last day of the model's prod intervals (SQLMesh state)."""
+    if not snapshot.intervals:
+        return None
+    end_ms = max(end for _, end in snapshot.intervals)
+    return (datetime.fromtimestamp(end_ms / 1000, tz=UTC) - timedelta(days=1)).date()
+
+
+def first_computed_day(snapshot: Snapshot) -> date | None:
+    if not snapshot.intervals:
+        return None
+    start_ms = min(start for start, _ in snapshot.intervals)
+    return datetime.fromtimestamp(start_ms / 1000, tz=UTC).date()
+
+
+def bounds(first: str, last: str) -> tuple[int, int]:
+    """SQLMesh's [start, end) epoch-millisecond bounds of the day range [first, last]."""
+    from sqlmesh.utils.date import to_timestamp
+
+    return to_timestamp(first), to_timestamp(date.fromisoformat(last) + timedelta(days=1))
+
+
+@dataclass
+class Renderer:
+    """Renders one model's intervals against the staged tables.
+
+    ``index`` marks the staged models non-deployable: SQLMesh then resolves them to their
+    dev tables (the staged clones) and every other model to prod.
+    """
+
+    context: Context
+    snapshots: dict[str, Snapshot]  # by fqn
+    index: DeployabilityIndex
+    execution_time: int
+
+    def rows(self, snapshot: Snapshot, first: str, last: str) -> list[exp.Query | DataFrame]:
+        """The model's rows for [first, last]: a SQL query (SQL models) or DataFrames (Python)."""
+        from sqlmesh.core.context import ExecutionContext
+        from sqlmesh.core.macros import RuntimeStage
+
+        start, end = bounds(first, last)
+        model = snapshot.model
+        execution = ExecutionContext(
+            self.context.engine_adapter,
+            self.snapshots,
+            self.index,
+            default_dialect=model.dialect,
+            default_catalog=model.default_catalog,
+        )
+        return list(
+            model.render(
+                context=execution,
+                start=start,
+                end=end,
+                execution_time=self.execution_time,
+                snapshot=snapshot,
+                runtime_stage=RuntimeStage.EVALUATING,
+                snapshot_table_exists=True,
+            )
+        )
+
+    def audits(self, snapshot: Snapshot, first: str, last: str) -> list[tuple[str, exp.Query]]:
+        """Every audit query of the model for [first, last], by audit name (SQLMesh's own
+        rendering: ``@this_model`` is the staged table restricted to the interval)."""
+        from sqlmesh.core.macros import RuntimeStage
+
+        start, end = bounds(first, last)
+        out = []
+        for audit, args in snapshot.node.audits_with_args:
+            kwargs = {k: v for k, v in args.items() if k != "blocking"}
+            query = snapshot.model.render_audit_query(
+                audit,
+                start=start,
+                end=end,
+                execution_time=self.execution_time,
+                snapshots=self.snapshots,
+                deployability_index=self.index,
+                runtime_stage=RuntimeStage.AUDITING,
+                **kwargs,
+            )
+            out.append((audit.name, query))
+        return out
+
+    def staged_table(self, snapshot: Snapshot) -> str:
+        return spark_name(snapshot.table_name(is_deployable=False))
+
+
+def declared_blocking(snapshot: Snapshot) -> dict[str, bool]:
+    """Whether each audit of the model is blocking, as the project declares it.
+
+    SQLMesh downgrades every audit of a non-deployable table to non-blocking on engines
+    without table cloning (its dev previews there hold only a subset of the data). A staged
+    table is a clone of the whole prod table, so the declared setting applies.
+    """
+    out = {}
+    for audit, args in snapshot.node.audits_with_args:
+        flag = args.get("blocking")
+        out[audit.name] = audit.blocking if flag is None else flag == exp.true()
+    return out
+
+
+def names_in_audits(snapshot: Snapshot, snapshots: t.Iterable[Snapshot]) -> bool:
+    """Whether an audit of any model names this model (it then reads it beyond
+    ``@this_model``'s interval)."""
+    name = _plain(snapshot.model.name)
+    for other in snapshots:
+        for audit, args in other.node.audits_with_args:
+            texts = [audit.query.sql(), *(value.sql() for value in args.values())]
+            if any(name in _plain(text) for text in texts):
+                return True
+    return False
+
+
+def _plain(sql: str) -> str:
+    return sql.replace('"', "").replace("`", "").lower()
+
+
+def spark_name(table: str) -> str:
+    """A SQLMesh table name (SQLGlot's quoting) as Spark SQL."""
+    return exp.to_table(table).sql(dialect="spark")
+
+
+def render_macros(context: Context, model_name: str, sql: str) -> str:
+    """``sql`` with a model's macros (``@natural_key()`` …) expanded, as Spark SQL."""
+    from sqlmesh.core.macros import MacroEvaluator
+
+    model = context.get_model(model_name)
+    evaluator = MacroEvaluator(dialect="spark", python_env=model.python_env)
+    rendered = evaluator.transform(parse_one(sql, dialect="spark"))
+    return rendered.sql("spark")  # type: ignore[union-attr]
+
+
+def time_lineage(context: Context, child: Snapshot, parent: Snapshot) -> exp.Expr | None:
+    """The child's time column as an expression of the parent's time column, from SQLMesh's
+    column lineage (``@period_first_day('week', event_date)`` for a weekly rollup of a daily
+    model), with the parent column as the placeholder ``:d``; None when the child's time
+    column does not derive from the parent's (a Python model, or a dependency that only
+    orders the models)."""
+    from sqlmesh.core.lineage import lineage
+
+    if child.model.kind.is_symbolic or not hasattr(child.model, "query"):
+        return None
+    try:
+        node = lineage(time_column(child), child.model)
+    except Exception:  # a Python model, or a query SQLGlot cannot trace
+        return None
+    parent_table = exp.to_table(parent.name)
+    parent_column = time_column(parent)
+
+    def resolve(current: t.Any) -> exp.Expr | None:
+        expression = current.expression
+        if isinstance(expression, exp.Alias):
+            expression = expression.this
+        expression = expression.copy()
+        for downstream in current.downstream:
+            column_name = downstream.name.split(".")[-1].strip('"`')
+            if isinstance(downstream.expression, exp.Table):
+                table = downstream.expression
+                same = table.name == parent_table.name and table.db == parent_table.db
+                if not same or column_name != parent_column:
+                    return None
+                source: exp.Expr | None = exp.Placeholder(this="d")
+            else:
+                source = resolve(downstream)
+            if source is None:
+                return None
+            if isinstance(expression, exp.Column) and expression.name == column_name:
+                expression = source.copy()
+                continue
+            for column in list(expression.find_all(exp.Column)):
+                if column.name == column_name:
+                    column.replace(source.copy())
+        if any(True for _ in expression.find_all(exp.Column)):
+            return None  # a column no lineage node resolved to the parent's time column
+        return expression
+
+    return resolve(node)
