@@ -159,6 +159,16 @@ def _render_outcome(outcome: t.Any) -> None:
         console.print(outcome.diff.table())
         for trip in outcome.diff.breaker:
             console.print(f"  breaker: {trip.day} {trip.measure} {trip.before} -> {trip.after}")
+    for model in outcome.evaluated:
+        if model in outcome.promoted or outcome.status != "promoted":
+            continue
+        console.print(f"{model}: recomputed unchanged, nothing promoted", markup=False)
+    if outcome.seconds:
+        steps = ", ".join(
+            f"{step} {seconds:.1f} s ({outcome.statements.get(step, 0)} statements)"
+            for step, seconds in outcome.seconds.items()
+        )
+        console.print(f"Steps: {steps}", markup=False)
     messages = {
         "dry_run": "Dry run: nothing was changed.",
         "nothing_to_do": "Nothing to restate: prod already reflects every bronze row.",

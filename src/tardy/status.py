@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import calendar
 import typing as t
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 
@@ -177,32 +176,22 @@ def period_last_day(model: str, key: date) -> date:
     return key
 
 
-def _days(spans: Iterable[list[str]]) -> set[date]:
-    out: set[date] = set()
-    for first, last in spans:
-        day, end = date.fromisoformat(first), date.fromisoformat(last)
-        while day <= end:
-            out.add(day)
-            day += timedelta(days=1)
-    return out
-
-
 def split_by_finality(
     manifest: Manifest, watermark: datetime | None
 ) -> tuple[dict[str, list[list[str]]], dict[str, list[list[str]]], dict[str, list[list[str]]]]:
     """(pending_final, pending_provisional, absorbed_but_final) of a detect manifest."""
-    from tardy.engine.closure import ranges
+    from tardy.engine.closure import days_of, ranges
 
     def final(model: str, key: date) -> bool:
         return is_final(period_last_day(model, key), watermark)
 
     pending_final, pending_provisional, absorbed_final = {}, {}, {}
     for model, spans in manifest.impacted.items():
-        keys = _days(spans)
+        keys = days_of(spans)
         pending_final[model] = ranges(k for k in keys if final(model, k))
         pending_provisional[model] = ranges(k for k in keys if not final(model, k))
     for model, spans in manifest.absorbed_by_next_run.items():
-        absorbed_final[model] = ranges(k for k in _days(spans) if final(model, k))
+        absorbed_final[model] = ranges(k for k in days_of(spans) if final(model, k))
     return pending_final, pending_provisional, absorbed_final
 
 

@@ -31,10 +31,10 @@ BIN = Path(sys.executable).parent
 
 def build_and_stage() -> None:
     """Child: prod from scratch, late rows on closed days, a staged restatement (prints JSON)."""
+    from tardy.engine.restate import restate
     from tardy.home import activate
     from tardy.ingest import ingest
     from tardy.project import open_context, spark_of
-    from tardy.engine.restate import restate
     from tardy.simulate import arrival_dir_name, simulate
 
     home = activate()

@@ -422,9 +422,9 @@ LATE_SALE = {
 def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     restated: dict, timeline: Timeline, context, spark, data_home, monkeypatch
 ) -> None:
-    from tardy import restatement
-    from tardy.restate import promote_staged, restate
-    from tardy.restatement import detect
+    from tardy.engine import detect as detection
+    from tardy.engine.detect import detect
+    from tardy.engine.restate import promote_staged, restate
 
     clock = timeline.builds[-1].clock
     last = CONFIG.last_day
@@ -463,10 +463,16 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
 
     manifest = detect(context, spark)
     d = lambda n: (CONFIG.start + timedelta(days=n)).isoformat()  # noqa: E731
-    assert manifest.impacted == {
+    assert manifest.roots == {
         "silver.sales_quarantine": [[d(2), d(2)]],
         "silver.sales_transactions": [[d(1), d(1)], [d(6), d(6)], [d(8), d(9)]],
-        "gold.daily_store_revenue": [[d(1), d(1)], [d(6), d(6)], [d(8), d(9)]],
+    }
+    # The closure over the DAG, if every reached day changed: silver also re-audits the
+    # quarantine's day (its reconciliation reads the quarantine: `depends_on`).
+    assert manifest.impacted == {
+        "silver.sales_quarantine": [[d(2), d(2)]],
+        "silver.sales_transactions": [[d(1), d(2)], [d(6), d(6)], [d(8), d(9)]],
+        "gold.daily_store_revenue": [[d(1), d(2)], [d(6), d(6)], [d(8), d(9)]],
         "gold.weekly_store_revenue": [[d(0), d(0)], [d(4), d(4)]],
         "gold.monthly_store_revenue": [[d(0), d(0)]],
         "gold.store_features": [[d(1), last.isoformat()]],
@@ -475,7 +481,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     assert manifest.stock_commands and all("--restate-model" in c for c in manifest.stock_commands)
     # Beyond MAX_INLINED_ROWS new rows, detect reads the same rows through semi-joins.
     with monkeypatch.context() as patched:
-        patched.setattr(restatement, "MAX_INLINED_ROWS", 0)
+        patched.setattr(detection, "MAX_INLINED_ROWS", 0)
         assert detect(context, spark).as_dict() == manifest.as_dict()
 
     # Stage only: every prod view and physical table returns what it returned before.
@@ -490,21 +496,38 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     }
     assert content_hashes(context, spark) == before
     assert physical_hashes(context, spark) == physical_before
+    # One pass per model: each staged table holds exactly one write (for all its intervals)
+    # after its clone or creation; silver's 4 scattered ranges included.
+    expected_evaluated = {
+        "silver.sales_quarantine": [[d(2), d(2)]],
+        "silver.sales_transactions": [[d(1), d(2)], [d(6), d(6)], [d(8), d(9)]],
+        # Only silver's changed days cascade: d(2) only re-audits silver.
+        "gold.daily_store_revenue": [[d(1), d(1)], [d(6), d(6)], [d(8), d(9)]],
+        "gold.weekly_store_revenue": [[d(0), d(0)], [d(4), d(4)]],
+        "gold.monthly_store_revenue": [[d(0), d(0)]],
+        "gold.store_features": [[d(1), last.isoformat()]],
+    }
+    assert staged.evaluated == expected_evaluated
+    assert writes_per_staged_table(context, spark) == {model: 1 for model in expected_evaluated}
+    assert set(staged.statements) >= {"detect", "stage", "audit", "diff"}
+    assert all(staged.statements[step] > 0 for step in ("stage", "audit", "diff"))
     by_interval = {(i.model, tuple(i.interval)): i for i in staged.diff.intervals}
-    voided = by_interval[("silver.sales_transactions", (d(1), d(1)))]
-    assert (voided.rows_before, voided.rows_after) == (len(sales), 0)
+    voided = by_interval[("silver.sales_transactions", (d(1), d(2)))]
+    day_two = rows_on(spark, "silver.sales_transactions", "event_date", day + timedelta(days=1))
+    assert (voided.rows_before, voided.rows_after) == (len(sales) + day_two, day_two)
     assert voided.keys_removed == len(sales) and voided.keys_added == 0
+    assert voided.keys_changed == 0  # d(2)'s rows are recomputed identical
     moved_from = by_interval[("silver.sales_transactions", (d(6), d(6)))]
     assert moved_from.keys_removed == 1
     # Before and after, each silver interval adds up to its daily gold interval.
     for (model, span), item in by_interval.items():
-        if model == "silver.sales_transactions":
+        if model == "silver.sales_transactions" and span != (d(1), d(2)):
             daily = by_interval[("gold.daily_store_revenue", span)]
             assert item.sums_before["net_amount"] == daily.sums_before["revenue"]
             assert item.sums_after["net_amount"] == daily.sums_after["revenue"]
     report = Path(staged.report_dir)
     assert (
-        "| `silver.sales_transactions` | " + f"{d(1)}..{d(1)}" in (report / "diff.md").read_text()
+        "| `silver.sales_transactions` | " + f"{d(1)}..{d(2)}" in (report / "diff.md").read_text()
     )
     assert json.loads((report / "diff.json").read_text())["restatement_id"] == staged.restatement_id
 
@@ -514,8 +537,11 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
 
     done = promote_staged(context, spark, staged.restatement_id)
     assert done.status == "promoted"
-    assert {m: [e["interval"] for e in items] for m, items in done.evaluated.items()} == {
-        m: spans for m, spans in manifest.impacted.items() if spans
+    assert done.evaluated == expected_evaluated
+    # Only days whose rows changed are promoted: silver's d(2) was recomputed unchanged.
+    assert done.promoted == {
+        **expected_evaluated,
+        "silver.sales_transactions": [[d(1), d(1)], [d(6), d(6)], [d(8), d(9)]],
     }
     assert rows_on(spark, "silver.sales_transactions", "event_date", day) == 0
     assert days_of_transaction(spark, moved.transaction_id) == [
@@ -544,10 +570,16 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     assert not plan.has_changes and not plan.requires_backfill
 
     # The log holds every step, and the restated periods show when and why.
-    from tardy import restatement_log
+    from tardy.engine import log as restatement_log
 
-    actions = [e["action"] for e in restatement_log.entries(spark, staged.restatement_id)]
+    entries = restatement_log.entries(spark, staged.restatement_id)
+    actions = [e["action"] for e in entries]
     assert actions == ["staging", "staged", "promoting", "promoted"]
+    audits = entries[1]["audit_results"][0]
+    assert audits["blocking_failures"] == 0 and audits["failed"] == []
+    assert audits["audits_run"] == sum(
+        len(spans) * n_audits(context, model) for model, spans in expected_evaluated.items()
+    )
     periods = spark.sql(
         f"SELECT period FROM tardy.restated_periods WHERE model = 'gold.daily_store_revenue' "
         f"AND last_restatement_id = '{staged.restatement_id}'"
@@ -563,10 +595,28 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     assert [tuple(r) for r in shown] == [(staged.restatement_id, "late January data")]
 
 
-def test_staging_clones_what_is_read_beyond_the_restated_intervals(context, timeline) -> None:
-    from tardy.staging import _ordered_model_snapshots, reads_beyond_intervals
+def writes_per_staged_table(context, spark) -> dict[str, int]:
+    """Per model with a staged table: how many data writes it holds after its creation."""
+    from tardy.engine.sqlmesh_api import model_snapshots, spark_name
 
-    snapshots = _ordered_model_snapshots(context)
+    out = {}
+    for snapshot in model_snapshots(context):
+        table = spark_name(snapshot.table_name(is_deployable=False))
+        if spark.catalog.tableExists(table):
+            history = spark.sql(f"DESCRIBE HISTORY {table}").collect()
+            out[snapshot.model.name] = sum(1 for c in history if c.operation == "WRITE")
+    return out
+
+
+def n_audits(context, model: str) -> int:
+    return len(context.get_model(model).audits)
+
+
+def test_staging_clones_what_is_read_beyond_the_restated_intervals(context, timeline) -> None:
+    from tardy.engine.sqlmesh_api import model_snapshots
+    from tardy.engine.stage import reads_beyond_intervals
+
+    snapshots = model_snapshots(context)
     cloned = {s.model.name for s in snapshots if reads_beyond_intervals(s, snapshots)}
     # Read by a child model (silver by daily, daily by the rollups) or by another model's
     # audit (the quarantine by reconciles_with_bronze); the leaves are staged empty.
@@ -579,7 +629,7 @@ def test_staging_clones_what_is_read_beyond_the_restated_intervals(context, time
 
 def physical_hashes(context, spark) -> dict[str, int]:
     """Content hash of every model's prod physical table (not only the views)."""
-    from tardy.staging import prod_snapshots, spark_name
+    from tardy.engine.sqlmesh_api import prod_snapshots, spark_name
 
     out = {}
     for snapshot in prod_snapshots(context).values():
@@ -593,8 +643,8 @@ def physical_hashes(context, spark) -> dict[str, int]:
 def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
     timeline: Timeline, context, spark, data_home
 ) -> None:
-    from tardy import restatement_log
-    from tardy.restate import BreakerTripped, RestatementError, restate, rollback
+    from tardy.engine import log as restatement_log
+    from tardy.engine.restate import BreakerTripped, RestatementError, restate, rollback
 
     clock = timeline.builds[-1].clock + timedelta(days=1)
     day = CONFIG.start + timedelta(days=3)
@@ -644,6 +694,12 @@ def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
     ):
         restate(context, spark, "audit gate", accept_large_change=True)
     assert content_hashes(context, spark) == damaged
+    failed = [e for e in restatement_log.entries(spark) if e["action"] == "audit_failed"][-1]
+    failures = failed["audit_results"][0]
+    assert failures["blocking_failures"] >= 1
+    assert {(f["audit"], f["model"]) for f in failures["failed"]} == {
+        ("reconciles_with_bronze", "silver.sales_transactions")
+    }
     spark.sql(f"RESTORE TABLE {quarantine} TO VERSION AS OF {version}")
     assert content_hashes(context, spark) == before
 
@@ -661,12 +717,12 @@ def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
     assert sorted(statuses.values()).count("breaker_tripped") == 1
     assert sorted(statuses.values()).count("audit_failed") == 1
     # The rolled-back rows are detected again.
-    from tardy.restatement import detect
+    from tardy.engine.detect import detect
 
     assert detect(context, spark).impacted["silver.sales_transactions"]
 
 
 def _physical(context, model: str) -> str:
-    from tardy.staging import prod_snapshots, spark_name
+    from tardy.engine.sqlmesh_api import prod_snapshots, spark_name
 
     return spark_name(prod_snapshots(context)[model].table_name())

@@ -17,7 +17,6 @@ unless ``--accept-large-change`` is given.
 
 from __future__ import annotations
 
-import re
 import typing as t
 from dataclasses import asdict, dataclass, field
 from datetime import date
@@ -194,8 +193,7 @@ def _measure(sums: dict[str, str]) -> str | None:
     return next(iter(sums), None)
 
 
-DIFF_VIEW_SQL = """
-CREATE OR REPLACE TEMPORARY VIEW {view} AS
+DIFF_SQL = """
 SELECT *, CASE
     WHEN _in_before IS NULL THEN 'added'
     WHEN _in_after IS NULL THEN 'removed'
@@ -211,28 +209,15 @@ FROM (
     ON {join}
 )
 """
-# One query per table for all its intervals (per day), and one for the example keys when any
-# changed.
+KINDS = ("added", "removed", "changed")
+# One query per table for all its intervals: per interval and day, the counts, the sums and
+# the first few keys of each kind (so the diff reads prod and the staged table once).
 COUNTS_SQL = """
 SELECT _interval, _time, COUNT(_in_before) AS rows_before, COUNT(_in_after) AS rows_after,
-       COUNT(CASE WHEN _kind = 'added' THEN 1 END) AS added,
-       COUNT(CASE WHEN _kind = 'removed' THEN 1 END) AS removed,
-       COUNT(CASE WHEN _kind = 'changed' THEN 1 END) AS changed{sums}
-FROM {view}
+       {counts}{sums}
+FROM ({diff}) AS _diff
 GROUP BY _interval, _time
 """
-EXAMPLES_SQL = f"""
-SELECT _interval, _kind, _key
-FROM (
-  SELECT _interval, _kind, _key,
-         ROW_NUMBER() OVER (PARTITION BY _interval, _kind ORDER BY _key) AS _n
-  FROM {{view}}
-  WHERE _kind IS NOT NULL
-)
-WHERE _n <= {EXAMPLES}
-ORDER BY _interval, _kind, _key
-"""
-KINDS = ("added", "removed", "changed")
 
 
 def diff_table(spark: SparkSession, staged: StagedTable, grain: list[str]) -> TableDiff:
@@ -247,41 +232,37 @@ def diff_table(spark: SparkSession, staged: StagedTable, grain: list[str]) -> Ta
     if staged.time_column not in keys:
         keys = [*keys, staged.time_column]
     time = f"COALESCE(a.`{staged.time_column}`, b.`{staged.time_column}`)"
-    view = "_tardy_diff_" + re.sub(r"\W", "_", staged.model)
-    spark.sql(
-        DIFF_VIEW_SQL.format(
-            view=view,
-            key=" || '|' || ".join(
-                f"COALESCE(CAST(COALESCE(a.`{k}`, b.`{k}`) AS STRING), 'NULL')" for k in keys
-            ),
-            time=time,
-            interval="CASE "
-            + " ".join(
-                f"WHEN {time} BETWEEN DATE'{first}' AND DATE'{last}' THEN {i}"
-                for i, (first, last) in enumerate(staged.intervals)
-            )
-            + " END",
-            measures="".join(f", b.`{c}` AS `b_{c}`, a.`{c}` AS `a_{c}`" for c in decimals),
-            columns=", ".join(f"`{c}`" for c in columns),
-            before=staged.prod_table,
-            after=staged.staged_table,
-            where=staged.predicate(),
-            join=" AND ".join(f"b.`{k}` <=> a.`{k}`" for k in keys),
+    diff = DIFF_SQL.format(
+        key=" || '|' || ".join(
+            f"COALESCE(CAST(COALESCE(a.`{k}`, b.`{k}`) AS STRING), 'NULL')" for k in keys
+        ),
+        time=time,
+        interval="CASE "
+        + " ".join(
+            f"WHEN {time} BETWEEN DATE'{first}' AND DATE'{last}' THEN {i}"
+            for i, (first, last) in enumerate(staged.intervals)
         )
+        + " END",
+        measures="".join(f", b.`{c}` AS `b_{c}`, a.`{c}` AS `a_{c}`" for c in decimals),
+        columns=", ".join(f"`{c}`" for c in columns),
+        before=staged.prod_table,
+        after=staged.staged_table,
+        where=staged.predicate(),
+        join=" AND ".join(f"b.`{k}` <=> a.`{k}`" for k in keys),
     )
-    try:
-        sums = "".join(
-            f", CAST(SUM(`b_{c}`) AS STRING) AS `before_{c}`"
-            f", CAST(SUM(`a_{c}`) AS STRING) AS `after_{c}`"
-            for c in decimals
-        )
-        rows = [r.asDict() for r in spark.sql(COUNTS_SQL.format(sums=sums, view=view)).collect()]
-        examples: dict[int, dict[str, list[str]]] = {}
-        if any(row[kind] for row in rows for kind in KINDS):
-            for r in spark.sql(EXAMPLES_SQL.format(view=view)).collect():
-                examples.setdefault(r._interval, {}).setdefault(r._kind, []).append(r._key)
-    finally:
-        spark.sql(f"DROP VIEW IF EXISTS {view}")
+    sums = "".join(
+        f", CAST(SUM(`b_{c}`) AS STRING) AS `before_{c}`"
+        f", CAST(SUM(`a_{c}`) AS STRING) AS `after_{c}`"
+        for c in decimals
+    )
+    counts = ", ".join(
+        f"COUNT(CASE WHEN _kind = '{kind}' THEN 1 END) AS {kind}, "
+        f"slice(sort_array(collect_list(CASE WHEN _kind = '{kind}' THEN _key END)), 1, "
+        f"{EXAMPLES}) AS examples_{kind}"
+        for kind in KINDS
+    )
+    query = COUNTS_SQL.format(counts=counts, sums=sums, diff=diff)
+    rows = [r.asDict() for r in spark.sql(query).collect()]
     days = [
         DayChange(
             day=row["_time"],
@@ -296,6 +277,10 @@ def diff_table(spark: SparkSession, staged: StagedTable, grain: list[str]) -> Ta
     out = []
     for i, (first, last) in enumerate(staged.intervals):
         mine = [row for row in rows if row["_interval"] == i]  # none: the interval is empty
+        examples = {
+            kind: sorted(key for row in mine for key in row[f"examples_{kind}"])[:EXAMPLES]
+            for kind in KINDS
+        }
         out.append(
             IntervalDiff(
                 model=staged.model,
@@ -307,7 +292,7 @@ def diff_table(spark: SparkSession, staged: StagedTable, grain: list[str]) -> Ta
                 keys_added=sum(int(row["added"]) for row in mine),
                 keys_removed=sum(int(row["removed"]) for row in mine),
                 keys_changed=sum(int(row["changed"]) for row in mine),
-                examples=examples.get(i, {}),
+                examples={kind: keys for kind, keys in examples.items() if keys},
             )
         )
     return TableDiff(out, days)
