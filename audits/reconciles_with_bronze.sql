@@ -14,8 +14,7 @@ AUDIT (
 
 WITH bronze_rows AS (
   SELECT @report_date() AS report_date
-  FROM bronze.pos_events
-  WHERE arrival_date >= @start_date -- report_date <= arrival_date: partition pruning only
+  FROM @bronze_reported_in(@start_date, @end_date, @start_ts, @end_ts) AS b
 ), bronze_counts AS (
   SELECT COUNT(*) AS bronze_rows
   FROM bronze_rows
@@ -28,14 +27,15 @@ WITH bronze_rows AS (
     AND event_ts BETWEEN @start_ts AND @end_ts
     AND @invalid_reason() IS NULL
 ), versions AS (
-  -- Every row of those keys, validated after the key match (see the model).
+  -- Every row of those keys, read through the key index and validated after the key match
+  -- (see the model).
   SELECT
     CAST(event_ts AS DATE) AS event_date,
     record_type,
     @invalid_reason() IS NULL AS is_valid,
     @version_rank(@natural_key(), @invalid_reason() IS NULL) AS version_rank
   FROM bronze.pos_events
-  WHERE @natural_key() IN (SELECT k FROM interval_keys)
+  WHERE @records_of_keys(interval_keys, k)
 ), superseded_counts AS (
   SELECT COUNT(*) AS superseded_rows
   FROM versions

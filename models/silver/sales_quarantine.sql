@@ -49,9 +49,9 @@ WITH checked AS (
     transaction_id,
     record_type,
     raw_record
-  FROM bronze.pos_events
-  -- report_date <= arrival_date, so this only prunes bronze partitions.
-  WHERE arrival_date >= @start_date
+  -- Only the rows that can be accounted to the interval: an old day does not read every
+  -- later arrival partition.
+  FROM @bronze_reported_in(@start_date, @end_date, @start_ts, @end_ts) AS b
 )
 SELECT
   CAST(report_date AS DATE) AS report_date,

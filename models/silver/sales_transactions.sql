@@ -46,9 +46,11 @@ WITH interval_keys AS (
     AND event_ts BETWEEN @start_ts AND @end_ts
     AND @invalid_reason() IS NULL
 ), versions AS (
-  -- Every record of those keys, whatever its date. Records are validated only here, after
-  -- the key match: a validity filter would be pushed by Spark below the key join and check
-  -- every bronze row; invalid records instead rank last and count for nothing below.
+  -- Every record of those keys, whatever its date: @records_of_keys reads the key index
+  -- bronze.pos_event_keys for the arrival dates holding them and only those bronze
+  -- partitions (exact: the index covers every bronze row). Records are validated only here,
+  -- after the key match: a validity filter would be pushed by Spark below the key join and
+  -- check every row read; invalid records instead rank last and count for nothing below.
   SELECT
     record_id,
     @natural_key() AS transaction_id,
@@ -63,7 +65,7 @@ WITH interval_keys AS (
     arrival_ts,
     @invalid_reason() IS NULL AS is_valid
   FROM bronze.pos_events
-  WHERE @natural_key() IN (SELECT transaction_id FROM interval_keys)
+  WHERE @records_of_keys(interval_keys, transaction_id)
 ), ranked AS (
   SELECT
     *,

@@ -150,13 +150,39 @@ def cmd_detect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _diff_table(diff: t.Any) -> t.Any:
+    from rich.table import Table
+
+    from tardy.engine.diff import measure_of
+
+    table = Table(title=f"Restatement {diff.restatement_id}: staged vs prod")
+    for column in ("model", "interval", "rows", "sum", "added", "removed", "changed"):
+        table.add_column(column, justify="left" if column in ("model", "interval") else "right")
+    for item in diff.intervals:
+        measure = measure_of(item.sums_before)
+        change = ""
+        if measure is not None:
+            before, after = item.sums_before.get(measure, ""), item.sums_after.get(measure, "")
+            change = f"{measure}: {before} → {after}"
+        table.add_row(
+            item.model,
+            f"{item.interval[0]}..{item.interval[1]}",
+            f"{item.rows_before:,} → {item.rows_after:,}",
+            change,
+            f"{item.keys_added:,}",
+            f"{item.keys_removed:,}",
+            f"{item.keys_changed:,}",
+        )
+    return table
+
+
 def _render_outcome(outcome: t.Any) -> None:
     if outcome.recovered:
         console.print(f"Recovered: {outcome.recovered}")
     if outcome.manifest is not None:
         _render_manifest(outcome.manifest)
     if outcome.diff is not None:
-        console.print(outcome.diff.table())
+        console.print(_diff_table(outcome.diff))
         for trip in outcome.diff.breaker:
             console.print(f"  breaker: {trip.day} {trip.measure} {trip.before} -> {trip.after}")
     for model in outcome.evaluated:

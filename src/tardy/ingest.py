@@ -11,6 +11,11 @@ first and the ledger second; a crash between the two leaves the file recognised 
 through bronze's own ``file_sha256`` column. Both tables are Delta ``appendOnly``: Delta
 itself refuses any UPDATE or DELETE on them. Bronze also has Delta's change data feed on, so
 ``tardy detect`` reads only the rows added since its watermark (``table_changes``).
+
+Each bronze commit is preceded by the commit of its rows' entries in the key index
+``bronze.pos_event_keys`` (``tardy.key_index``), which lets silver read only the bronze
+partitions that hold a key's records; a data home whose bronze predates the index gets it
+built from bronze by the first ``tardy ingest`` (``ensure_key_index``, idempotent).
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from pathlib import Path
 import pandas as pd
 from pyspark.sql import SparkSession
 
+from tardy.key_index import append_key_index, ensure_key_index
 from tardy.simulate import ARRIVAL_DIR_PREFIX, parse_arrival_dir
 
 BRONZE_TABLE = "bronze.pos_events"
 ROWS_PER_COMMIT = 1_000_000
 LEDGER_TABLE = "bronze.ingest_ledger"
+_BATCH_VIEW = "_tardy_ingest_batch"
 FIELDS = (
     "transaction_id",
     "record_type",
@@ -114,6 +121,7 @@ def ensure_tables(spark: SparkSession) -> None:
     spark.sql("CREATE SCHEMA IF NOT EXISTS bronze")
     spark.sql(BRONZE_DDL)
     spark.sql(LEDGER_DDL)
+    ensure_key_index(spark, BRONZE_TABLE)  # before any append: it must cover all of bronze
 
 
 def discover(landing: Path, paths: Sequence[Path] = ()) -> list[Path]:
@@ -304,6 +312,12 @@ def _append(
 
     spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
     bronze = spark.createDataFrame(frame, schema=schema)
+    # The key index first: a crash before the bronze commit leaves only extra index rows.
+    bronze.createOrReplaceTempView(_BATCH_VIEW)
+    try:
+        append_key_index(spark, _BATCH_VIEW)
+    finally:
+        spark.catalog.dropTempView(_BATCH_VIEW)
     bronze.write.format("delta").mode("append").saveAsTable(BRONZE_TABLE)
     entries = spark.createDataFrame(ledger, schema=spark.table(LEDGER_TABLE).schema)
     entries.write.format("delta").mode("append").saveAsTable(LEDGER_TABLE)

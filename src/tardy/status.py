@@ -45,7 +45,6 @@ bronze when it is read, so it never goes stale; the grace window is written into
 
 from __future__ import annotations
 
-import calendar
 import typing as t
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
@@ -58,11 +57,10 @@ if t.TYPE_CHECKING:
     from rich.console import Console
     from sqlmesh import Context
 
+    from tardy.engine.closure import Closure
     from tardy.engine.detect import Manifest
 
 DAILY_TABLE = "gold.daily_store_revenue"
-WEEKLY_TABLE = "gold.weekly_store_revenue"
-MONTHLY_TABLE = "gold.monthly_store_revenue"
 STATUS_SCHEMA = "tardy"
 DAILY_STATUS_VIEW = f"{STATUS_SCHEMA}.daily_store_revenue_status"
 
@@ -167,23 +165,15 @@ def is_final(day: date, watermark: datetime | None) -> bool:
     return watermark is not None and day < watermark.date()
 
 
-def period_last_day(model: str, key: date) -> date:
-    """The last day of the period a model's time key names (weeks end on Sunday)."""
-    if model == WEEKLY_TABLE:
-        return key + timedelta(days=6 - key.weekday())
-    if model == MONTHLY_TABLE:
-        return key.replace(day=calendar.monthrange(key.year, key.month)[1])
-    return key
-
-
 def split_by_finality(
-    manifest: Manifest, watermark: datetime | None
+    manifest: Manifest, watermark: datetime | None, closure: Closure
 ) -> tuple[dict[str, list[list[str]]], dict[str, list[list[str]]], dict[str, list[list[str]]]]:
-    """(pending_final, pending_provisional, absorbed_but_final) of a detect manifest."""
+    """(pending_final, pending_provisional, absorbed_but_final) of a detect manifest. A
+    period is final when its last day is (``closure.last_day``: a week's Sunday)."""
     from tardy.engine.closure import days_of, ranges
 
     def final(model: str, key: date) -> bool:
-        return is_final(period_last_day(model, key), watermark)
+        return is_final(closure.last_day(model, key), watermark)
 
     pending_final, pending_provisional, absorbed_final = {}, {}, {}
     for model, spans in manifest.impacted.items():
@@ -246,6 +236,8 @@ def status(context: Context, spark: SparkSession) -> Status:
 
     Also (re)creates the view ``tardy.daily_store_revenue_status``.
     """
+    from tardy.engine import sqlmesh_api
+    from tardy.engine.closure import Closure
     from tardy.engine.detect import detect
 
     grace = int(context.config.variables["grace_days"])
@@ -254,7 +246,10 @@ def status(context: Context, spark: SparkSession) -> Status:
     max_arrival = datetime.fromisoformat(overall.max_arrival_ts) if overall.max_arrival_ts else None
     watermark = data_watermark(max_arrival, grace)
     manifest = detect(context, spark)
-    pending_final, pending_provisional, absorbed_final = split_by_finality(manifest, watermark)
+    closure = Closure(context, sqlmesh_api.model_snapshots(context))
+    pending_final, pending_provisional, absorbed_final = split_by_finality(
+        manifest, watermark, closure
+    )
     return Status(
         max_arrival_ts=_iso(max_arrival),
         data_watermark=_iso(watermark),

@@ -208,7 +208,9 @@ def test_pending_late_data_split_by_finality(lake) -> None:
     assert lake.edge in edge_sides
 
 
-def test_split_by_finality_boundaries() -> None:
+def test_split_by_finality_boundaries(lake, context) -> None:
+    from tardy.engine.closure import Closure
+    from tardy.engine.sqlmesh_api import model_snapshots
     from tardy.status import is_final, split_by_finality
 
     for watermark in (datetime(2026, 1, 8), datetime(2026, 1, 8, 12)):
@@ -219,16 +221,18 @@ def test_split_by_finality_boundaries() -> None:
     manifest = SimpleNamespace(
         impacted={
             DAILY: [["2026-01-06", "2026-01-09"]],
-            WEEKLY: [["2025-12-29", "2025-12-29"], ["2026-01-05", "2026-01-05"]],
-            MONTHLY: [["2025-12-01", "2025-12-01"], ["2026-01-01", "2026-01-01"]],
+            # The project starts on Thursday 2026-01-01: its first week ends on Sunday 01-04.
+            WEEKLY: [["2026-01-01", "2026-01-01"], ["2026-01-05", "2026-01-05"]],
+            MONTHLY: [["2026-01-01", "2026-01-01"]],
         },
         absorbed_by_next_run={SILVER: [["2026-01-07", "2026-01-10"]]},
     )
-    final, provisional, absorbed = split_by_finality(manifest, datetime(2026, 1, 8, 6))
+    closure = Closure(context, model_snapshots(context))
+    final, provisional, absorbed = split_by_finality(manifest, datetime(2026, 1, 8, 6), closure)
     assert final == {
         DAILY: [["2026-01-06", "2026-01-07"]],
-        WEEKLY: [["2025-12-29", "2025-12-29"]],
-        MONTHLY: [["2025-12-01", "2025-12-01"]],
+        WEEKLY: [["2026-01-01", "2026-01-01"]],
+        MONTHLY: [],
     }
     assert provisional == {
         DAILY: [["2026-01-08", "2026-01-09"]],

@@ -70,6 +70,19 @@ def _evaluate(sql: str, days: tuple[date, ...]) -> frozenset[date]:
     return frozenset(row[0] for row in rows.fetchall() if row[0] is not None)
 
 
+@cache
+def _image(sql: str, days: tuple[date, ...]) -> dict[date, date | None]:
+    import duckdb
+
+    values = ", ".join(f"(DATE '{d.isoformat()}')" for d in days)
+    rows = duckdb.sql(f"SELECT d, CAST({sql} AS DATE) FROM (VALUES {values}) AS t(d)")
+    return dict(rows.fetchall())
+
+
+# A period keyed by one day never spans more than this many days of its parent (a month).
+_LONGEST_PERIOD = 31
+
+
 class Closure:
     """Maps changed days of a parent to the intervals of a child, from the project."""
 
@@ -112,6 +125,21 @@ class Closure:
         sql = self._time_sql(parent, child)
         mapped = set(_evaluate(sql, tuple(sorted(widened)))) if sql else widened
         return self.clip(child, mapped)
+
+    def last_day(self, name: str, key: date) -> date:
+        """The last day of the most upstream model's days an interval ``key`` of ``name``
+        covers: a week's Sunday, a month's last day, a day itself (through the lineage of
+        each model's time column, up to a model with none)."""
+        for parent in self.parents(name):
+            sql = self._time_sql(parent, name)
+            if sql is None:
+                continue
+            span = tuple(key + timedelta(days=i) for i in range(_LONGEST_PERIOD))
+            image = _image(sql, span)
+            covered = [d for d in span if image[d] == key]
+            if covered:  # else ``key`` is no interval of the model: treated as a day
+                return self.last_day(parent, max(covered))
+        return key
 
     def clip(self, name: str, days: Iterable[date]) -> set[date]:
         """The days within the model's computed range in prod."""

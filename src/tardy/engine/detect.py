@@ -88,7 +88,9 @@ LEFT ANTI JOIN (SELECT record_id FROM {quarantine} WHERE {quarantine_ids}) AS q
 WHERE n.reason IS NOT NULL
 """
 SEMI_JOIN_FILTERS = {
-    "bronze_keys": "@natural_key() IN (SELECT k FROM touched)",
+    # Every bronze record of the touched keys, read through the key index (only the
+    # bronze partitions that hold them: docs/key-lookups.md).
+    "bronze_keys": "@records_of_keys(touched, k)",
     "silver_keys": "s.transaction_id IN (SELECT k FROM touched)",
     "quarantine_ids": "record_id IN (SELECT record_id FROM new_rows WHERE reason IS NOT NULL)",
 }
@@ -159,7 +161,7 @@ def _in_list(column: str, values: Iterable[str]) -> str:
 def _key_filters(context: Context, spark: SparkSession, new_rows: str) -> dict[str, str] | None:
     """Literal IN filters for CHANGES_SQL from the (few) new rows, or None when there are more
     than MAX_INLINED_ROWS. A literal list lets Delta skip the files of prod silver that cannot
-    hold the keys (its statistics); the bronze read still scans the key columns."""
+    hold the keys (its statistics); bronze is read through the key index either way."""
     rows = spark.sql(
         _render(context, NEW_ROWS_SQL.format(new_rows=new_rows)) + f" LIMIT {MAX_INLINED_ROWS + 1}"
     ).collect()
@@ -168,7 +170,7 @@ def _key_filters(context: Context, spark: SparkSession, new_rows: str) -> dict[s
     touched = {r.k for r in rows if r.is_valid and r.k is not None}
     invalid = {r.record_id for r in rows if not r.is_valid}
     return {
-        "bronze_keys": _in_list("@natural_key()", touched),
+        "bronze_keys": SEMI_JOIN_FILTERS["bronze_keys"],
         "silver_keys": _in_list("s.transaction_id", touched),
         "quarantine_ids": _in_list("record_id", invalid),
     }

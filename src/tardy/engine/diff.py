@@ -22,10 +22,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 from decimal import Decimal
 
-from rich.table import Table
-
-from tardy.engine.closure import ranges
-
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -118,23 +114,6 @@ class Diff:
                     sums[column] = str(Decimal(sums.get(column, "0")) + Decimal(value))
         return out
 
-    def table(self) -> Table:
-        table = Table(title=f"Restatement {self.restatement_id}: staged vs prod")
-        for column in ("model", "interval", "rows", "sum", "added", "removed", "changed"):
-            table.add_column(column, justify="left" if column in ("model", "interval") else "right")
-        for item in self.intervals:
-            measure = _measure(item.sums_before)
-            table.add_row(
-                item.model,
-                f"{item.interval[0]}..{item.interval[1]}",
-                f"{item.rows_before:,} → {item.rows_after:,}",
-                _change(item, measure),
-                f"{item.keys_added:,}",
-                f"{item.keys_removed:,}",
-                f"{item.keys_changed:,}",
-            )
-        return table
-
     def markdown(self) -> str:
         lines = [
             f"### tardy restatement `{self.restatement_id}`",
@@ -144,7 +123,7 @@ class Diff:
             "|---|---|--:|--:|--:|--:|--:|--:|--:|",
         ]
         for item in self.intervals:
-            measure = _measure(item.sums_before)
+            measure = measure_of(item.sums_before)
             before = f"{measure} {item.sums_before[measure]}" if measure else ""
             after = f"{measure} {item.sums_after.get(measure, '')}" if measure else ""
             lines.append(
@@ -180,13 +159,7 @@ class Diff:
         return "\n".join(lines) + "\n"
 
 
-def _change(item: IntervalDiff, measure: str | None) -> str:
-    if measure is None:
-        return ""
-    return f"{measure}: {item.sums_before.get(measure, '')} → {item.sums_after.get(measure, '')}"
-
-
-def _measure(sums: dict[str, str]) -> str | None:
+def measure_of(sums: dict[str, str]) -> str | None:
     for preferred in ("revenue", "net_amount", "revenue_28d"):
         if preferred in sums:
             return preferred
@@ -323,8 +296,3 @@ def breaker(table: TableDiff, watch: Breaker) -> list[BreakerTrip]:
                     BreakerTrip(day.day.isoformat(), measure, str(before), str(after), change)
                 )
     return trips
-
-
-def changed_spans(table: TableDiff) -> list[list[str]]:
-    """The changed days of a table as ranges."""
-    return ranges(table.changed_days)

@@ -1,0 +1,127 @@
+"""The key index rules (tardy.key_index): one copy shared by the macros and ingest, exact for
+any key format, rebuilt when missing or built with other rules."""
+
+from __future__ import annotations
+
+import importlib.util
+from datetime import date
+from pathlib import Path
+from types import SimpleNamespace
+
+import duckdb
+import pytest
+from sqlglot import exp, transpile
+
+from tardy import key_index
+from tardy.key_index import (
+    KEY_DATE_FALLBACK,
+    KEY_INDEX_TABLE,
+    RULES_PROPERTY,
+    RULES_VERSION,
+    ensure_key_index,
+    index_rows_sql,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _duck(sql_spark: str) -> str:
+    return transpile(sql_spark, read="spark", write="duckdb")[0]
+
+
+BRONZE = """
+CREATE TABLE bronze AS SELECT * FROM (VALUES
+  ('S001-20260105-00001', NULL, DATE '2026-01-05'),
+  ('S001-20260105-00001', NULL, DATE '2026-01-05'),
+  ('S001-20260302-C0001', ' S001-20260105-00001 ', DATE '2026-03-02'),
+  ('POS-A7F3', NULL, DATE '2026-01-05'),
+  ('V-1', 'POS-A7F3', DATE '2026-02-16'),
+  ('12026010512', NULL, DATE '2026-01-06'),
+  ('X-20261301-1', '', DATE '2026-01-06'),
+  ('A-19991231', NULL, DATE '2026-01-07'),
+  (NULL, '   ', DATE '2026-01-07'),
+  (NULL, NULL, DATE '2026-01-07')
+) AS t(transaction_id, corrects_transaction_id, arrival_date)
+"""
+
+
+def _index_rows() -> list[tuple[str, str, date]]:
+    con = duckdb.connect()
+    con.execute(BRONZE)
+    return sorted(con.execute(_duck(index_rows_sql("bronze"))).fetchall())
+
+
+def test_index_rows_one_per_key_and_arrival_date_in_the_partition_of_the_key() -> None:
+    assert _index_rows() == [
+        (KEY_DATE_FALLBACK, "12026010512", date(2026, 1, 6)),  # a longer digit run: no date
+        (KEY_DATE_FALLBACK, "POS-A7F3", date(2026, 1, 5)),  # no date in the key
+        (KEY_DATE_FALLBACK, "POS-A7F3", date(2026, 2, 16)),  # the void names it
+        (KEY_DATE_FALLBACK, "X-20261301-1", date(2026, 1, 6)),  # month 13: not a date
+        ("19991231", "A-19991231", date(2026, 1, 7)),
+        ("20260105", "S001-20260105-00001", date(2026, 1, 5)),  # duplicates collapse
+        ("20260105", "S001-20260105-00001", date(2026, 3, 2)),  # trimmed correction
+    ]  # rows without a key (invalid whatever the rules) are not indexed
+
+
+def test_key_date_is_a_function_of_the_key_alone() -> None:
+    sql = key_index.key_date(exp.column("k")).sql("spark")
+    con = duckdb.connect()
+    keys = ["S020-20261031-00700", "S020-20261031-00700", "opaque", ""]
+    got = [
+        con.execute(f"SELECT {_duck(sql)} FROM (SELECT ? AS k)", [k]).fetchone()[0] for k in keys
+    ]
+    assert got == ["20261031", "20261031", KEY_DATE_FALLBACK, KEY_DATE_FALLBACK]
+
+
+def _macros():
+    spec = importlib.util.spec_from_file_location("sales_rules", ROOT / "macros/sales_rules.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_macros_use_the_same_rules_as_the_index() -> None:
+    macros = _macros()
+    # SQLMesh's @macro() keeps the function callable with an evaluator as first argument.
+    assert macros.natural_key(None).sql("spark") == key_index.natural_key().sql("spark")
+    key = exp.column("transaction_id")
+    assert macros.key_date(None, key).sql("spark") == key_index.key_date(key).sql("spark")
+    lookup = macros.records_of_keys(None, exp.to_identifier("ks"), exp.column("k")).sql("spark")
+    assert KEY_INDEX_TABLE in lookup
+    assert key_index.key_date(exp.column("k")).sql("spark") in lookup
+    assert key_index.natural_key().sql("spark") in lookup
+
+
+class FakeSpark:
+    """Records SQL; SHOW TBLPROPERTIES answers with ``properties``."""
+
+    def __init__(self, properties: dict[str, str]) -> None:
+        self.properties = properties
+        self.statements: list[str] = []
+
+    def sql(self, statement: str) -> SimpleNamespace:
+        self.statements.append(" ".join(statement.split()))
+        rows = [SimpleNamespace(key=k, value=v) for k, v in self.properties.items()]
+        return SimpleNamespace(collect=lambda: rows if statement.startswith("SHOW") else [])
+
+
+@pytest.mark.parametrize("recorded", [None, "0123456789abcdef"])
+def test_missing_or_other_rules_rebuild_from_all_of_bronze_then_record_the_rules(
+    recorded: str | None,
+) -> None:
+    spark = FakeSpark({} if recorded is None else {RULES_PROPERTY: recorded})
+    assert ensure_key_index(spark, "bronze.pos_events")  # type: ignore[arg-type]
+    create, show, rebuild, record = spark.statements
+    assert create.startswith(f"CREATE TABLE IF NOT EXISTS {KEY_INDEX_TABLE}")
+    assert show.startswith("SHOW TBLPROPERTIES")
+    # One commit replaces the whole index (no window with a partial index).
+    assert rebuild.startswith(f"INSERT INTO {KEY_INDEX_TABLE} REPLACE WHERE TRUE SELECT")
+    assert "FROM bronze.pos_events" in rebuild
+    assert RULES_VERSION in record and record.startswith(f"ALTER TABLE {KEY_INDEX_TABLE}")
+
+
+def test_index_built_with_the_current_rules_is_left_alone() -> None:
+    spark = FakeSpark({RULES_PROPERTY: RULES_VERSION})
+    assert not ensure_key_index(spark, "bronze.pos_events")  # type: ignore[arg-type]
+    assert len(spark.statements) == 2
