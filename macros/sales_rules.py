@@ -21,13 +21,19 @@ the project's dialect; SQLGlot transpiles them to DuckDB for ``sqlmesh test``.
 
 from __future__ import annotations
 
-from sqlglot import exp, parse_one
+from sqlglot import exp
 from sqlmesh import macro
 from sqlmesh.core.macros import MacroEvaluator
 
-from tardy.key_index import KEY_INDEX_TABLE
-from tardy.key_index import key_date as _key_date
-from tardy.key_index import natural_key as _natural_key
+# Plain names, not aliases nor a submodule: SQLMesh serializes a macro's globals, restores an
+# aliased name imported from a package outside the project as its original name (a
+# NameError, measured in a copied project) and refuses `import tardy.key_index`.
+from tardy.key_index import (
+    KEY_INDEX_TABLE,
+    fill,
+    key_date_expression,
+    natural_key_expression,
+)
 
 # The templates below are Spark SQL, whatever the dialect of the calling model.
 _RULES_DIALECT = "spark"
@@ -41,30 +47,19 @@ _INTEGER_PATTERN = "^-?[0-9]+$"
 _MONEY_TYPE = "DECIMAL(12, 2)"
 
 
-def _sql(template: str, **values: exp.Expr) -> exp.Expr:
-    """Parses a Spark SQL template and fills each ``:name`` placeholder with a copy of a value."""
-
-    def fill(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Placeholder) and node.name in values:
-            return values[node.name].copy()
-        return node
-
-    return parse_one(template, dialect=_RULES_DIALECT).transform(fill)
-
-
 def _in_list(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 
 
 def _as_int(value: exp.Expr) -> exp.Expr:
-    return _sql(
+    return fill(
         f"CASE WHEN TRIM(:v) RLIKE '{_INTEGER_PATTERN}' THEN TRY_CAST(TRIM(:v) AS INT) END",
         v=value,
     )
 
 
 def _as_money(value: exp.Expr) -> exp.Expr:
-    return _sql(f"TRY_CAST(TRIM(:v) AS {_MONEY_TYPE})", v=value)
+    return fill(f"TRY_CAST(TRIM(:v) AS {_MONEY_TYPE})", v=value)
 
 
 @macro()
@@ -95,7 +90,7 @@ def invalid_reason(evaluator: MacroEvaluator) -> exp.Expr:
     quantity = _as_int(column("quantity"))
     unit_price = _as_money(column("unit_price"))
     discount = _as_money(column("discount"))
-    return _sql(
+    return fill(
         f"""
         CASE
           WHEN parse_error IS NOT NULL THEN 'invalid_json'
@@ -129,7 +124,7 @@ def invalid_reason(evaluator: MacroEvaluator) -> exp.Expr:
 def report_date(evaluator: MacroEvaluator) -> exp.Expr:
     """The day a bronze row is accounted to: its event date when event_ts is known and not
     after arrival_ts, else its arrival date (so that no row is ever lost)."""
-    return _sql(
+    return fill(
         "CASE WHEN event_ts IS NOT NULL AND event_ts <= arrival_ts"
         " THEN CAST(event_ts AS DATE) ELSE arrival_date END"
     )
@@ -151,7 +146,7 @@ def bronze_reported_in(
     event_ts BETWEEN ...)`` would be equivalent, but Delta cannot skip files with it: an old
     day would read every later partition (909 files against 52, measured on a year).
     """
-    return _sql(
+    return fill(
         """
         (
           SELECT * FROM bronze.pos_events
@@ -172,14 +167,14 @@ def bronze_reported_in(
 def natural_key(evaluator: MacroEvaluator) -> exp.Expr:
     """The transaction a record belongs to: the one it corrects (or voids), else its own id.
     The rule lives in ``tardy.key_index`` (ingest indexes bronze with it)."""
-    return _natural_key()
+    return natural_key_expression()
 
 
 @macro()
 def key_date(evaluator: MacroEvaluator, key: exp.Expr) -> exp.Expr:
     """The ``bronze.pos_event_keys`` partition of a key: a yyyyMMdd found in it, else
     '00000000' (``tardy.key_index``). A function of the key alone, so exact for any key."""
-    return _key_date(key)
+    return key_date_expression(key)
 
 
 @macro()
@@ -194,7 +189,7 @@ def records_of_keys(evaluator: MacroEvaluator, keys: exp.Expr, column: exp.Expr)
     """
     keys_sql = keys.sql(_RULES_DIALECT)
     key = exp.column(column.name)
-    return _sql(
+    return fill(
         f"""
         arrival_date IN (
           SELECT key_index.arrival_date
@@ -205,8 +200,8 @@ def records_of_keys(evaluator: MacroEvaluator, keys: exp.Expr, column: exp.Expr)
         AND :natural_key IN (SELECT :key FROM {keys_sql})
         """,
         key=key,
-        key_date=_key_date(key),
-        natural_key=_natural_key(),
+        key_date=key_date_expression(key),
+        natural_key=natural_key_expression(),
     )
 
 
@@ -227,7 +222,7 @@ def version_rank(
     filter below a key join, validating every row; it cannot push it below a window).
     """
     validity = "CASE WHEN :is_valid THEN 0 ELSE 1 END," if is_valid is not None else ""
-    return _sql(
+    return fill(
         f"""
         ROW_NUMBER() OVER (
           PARTITION BY :key

@@ -71,21 +71,21 @@ def fill(template: str, **values: exp.Expr) -> exp.Expr:
     return parse_one(template, dialect=RULES_DIALECT).transform(replace)
 
 
-def natural_key() -> exp.Expr:
+def natural_key_expression() -> exp.Expr:
     """The transaction a record belongs to: the one it corrects (or voids), else its own id."""
     return fill(NATURAL_KEY_SQL)
 
 
-def key_date(key: exp.Expr) -> exp.Expr:
+def key_date_expression(key: exp.Expr) -> exp.Expr:
     """The index partition of a key (a function of the key alone)."""
     return fill(KEY_DATE_SQL, key=key)
 
 
 def index_rows_sql(source: str) -> str:
     """Spark SQL: the index rows of the bronze-shaped rows of ``source`` (table or view)."""
-    key = natural_key()
+    key = natural_key_expression()
     return (
-        f"SELECT DISTINCT {key_date(key).sql(RULES_DIALECT)} AS key_date, "
+        f"SELECT DISTINCT {key_date_expression(key).sql(RULES_DIALECT)} AS key_date, "
         f"{key.sql(RULES_DIALECT)} AS natural_key, arrival_date "
         f"FROM {source} WHERE {key.sql(RULES_DIALECT)} IS NOT NULL"
     )

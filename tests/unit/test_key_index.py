@@ -64,7 +64,7 @@ def test_index_rows_one_per_key_and_arrival_date_in_the_partition_of_the_key() -
 
 
 def test_key_date_is_a_function_of_the_key_alone() -> None:
-    sql = key_index.key_date(exp.column("k")).sql("spark")
+    sql = key_index.key_date_expression(exp.column("k")).sql("spark")
     con = duckdb.connect()
     keys = ["S020-20261031-00700", "S020-20261031-00700", "opaque", ""]
     got = [
@@ -84,13 +84,15 @@ def _macros():
 def test_macros_use_the_same_rules_as_the_index() -> None:
     macros = _macros()
     # SQLMesh's @macro() keeps the function callable with an evaluator as first argument.
-    assert macros.natural_key(None).sql("spark") == key_index.natural_key().sql("spark")
+    assert macros.natural_key(None).sql("spark") == key_index.natural_key_expression().sql("spark")
     key = exp.column("transaction_id")
-    assert macros.key_date(None, key).sql("spark") == key_index.key_date(key).sql("spark")
+    assert macros.key_date(None, key).sql("spark") == key_index.key_date_expression(key).sql(
+        "spark"
+    )
     lookup = macros.records_of_keys(None, exp.to_identifier("ks"), exp.column("k")).sql("spark")
     assert KEY_INDEX_TABLE in lookup
-    assert key_index.key_date(exp.column("k")).sql("spark") in lookup
-    assert key_index.natural_key().sql("spark") in lookup
+    assert key_index.key_date_expression(exp.column("k")).sql("spark") in lookup
+    assert key_index.natural_key_expression().sql("spark") in lookup
 
 
 class FakeSpark:
