@@ -1,9 +1,10 @@
 """Everything the engine asks Delta Lake: versions, history, clones, exact writes, restores.
 
-Also the engine's cost meter: seconds and Spark statements per step. A *statement* is one SQL
-execution as Spark's own status store counts them (``SQLAppStatusStore``): every query, DDL
-and write, including the executions Delta runs inside a write (its snapshot and statistics
-jobs), so the count is what the engine pays in fixed per-statement cost.
+Also the engine's cost meter: seconds, Spark statements and executions per step, read from
+Spark's own status store (``SQLAppStatusStore``). A *statement* is a root SQL execution:
+every query, DDL and write that tardy or SQLMesh issues, each paying Spark's fixed
+per-statement cost. *Executions* adds the nested ones Spark and Delta run inside a statement
+(Delta's file filtering of each table scan, its snapshot jobs).
 """
 
 from __future__ import annotations
@@ -25,14 +26,22 @@ def version(spark: SparkSession, table: str) -> int:
     return int(spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").first().version)
 
 
+def latest_commit(spark: SparkSession, table: str) -> t.Any:
+    """The table's latest commit (one row of ``DESCRIBE HISTORY``)."""
+    return spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").first()
+
+
 def history(spark: SparkSession, table: str, after_version: int) -> list[t.Any]:
-    """The commits of ``table`` after ``after_version``, oldest first (reading only those:
-    a table's whole history grows with every interval ever written)."""
-    latest = version(spark, table)
-    if latest <= after_version:
+    """The commits of ``table`` after ``after_version``, oldest first, reading only those (a
+    table's whole history grows with every interval ever written): one statement when at
+    most one commit came after."""
+    latest = latest_commit(spark, table)
+    if latest.version <= after_version:
         return []
-    rows = spark.sql(f"DESCRIBE HISTORY {table} LIMIT {latest - after_version}").collect()
-    return sorted((r for r in rows if r.version > after_version), key=lambda r: r.version)
+    if latest.version == after_version + 1:
+        return [latest]
+    rows = spark.sql(f"DESCRIBE HISTORY {table} LIMIT {latest.version - after_version}")
+    return sorted((r for r in rows.collect() if r.version > after_version), key=lambda r: r.version)
 
 
 @contextmanager
@@ -72,38 +81,65 @@ def restore(spark: SparkSession, table: str, to_version: int) -> None:
     spark.sql(f"RESTORE TABLE {table} TO VERSION AS OF {to_version}")
 
 
-def statements(spark: SparkSession) -> int:
-    """SQL executions Spark has run in this JVM so far (see the module docstring): the id of
-    the latest one, which keeps counting after the store drops old executions."""
+def _status_store(spark: SparkSession) -> t.Any:
     jvm_session = spark._jsparkSession
     jvm_session.sparkContext().listenerBus().waitUntilEmpty()  # the store is fed async
-    store = jvm_session.sharedState().statusStore()
+    return jvm_session.sharedState().statusStore()
+
+
+def last_execution(spark: SparkSession) -> int:
+    """The id of the latest SQL execution of this JVM (-1: none yet); ids only grow."""
+    store = _status_store(spark)
     retained = int(store.executionsCount())
     if retained == 0:
-        return 0
-    return int(store.executionsList(retained - 1, 1).apply(0).executionId()) + 1
+        return -1
+    return int(store.executionsList(retained - 1, 1).apply(0).executionId())
+
+
+def executions_since(spark: SparkSession, after: int) -> tuple[int, int]:
+    """(statements, executions) run since execution ``after``: a *statement* is a root
+    execution (a query, DDL or write issued by tardy or SQLMesh); *executions* adds the
+    nested ones Spark and Delta run inside a statement (Delta's file filtering for each table
+    scan, its snapshot jobs)."""
+    store = _status_store(spark)
+    retained = int(store.executionsCount())
+    if retained == 0:
+        return 0, 0
+    last = int(store.executionsList(retained - 1, 1).apply(0).executionId())
+    count = last - after
+    if count <= 0:
+        return 0, 0
+    recent = store.executionsList(max(retained - count, 0), min(count, retained))
+    roots = 0
+    for i in range(recent.size()):
+        execution = recent.apply(i)
+        roots += int(execution.rootExecutionId() == execution.executionId())
+    return roots, count
 
 
 @dataclass
 class Meter:
-    """Seconds and Spark statements per step; a step may be entered many times."""
+    """Seconds, Spark statements and executions per step; a step may be entered many times."""
 
     spark: SparkSession
     seconds: dict[str, float] = field(default_factory=dict)
     statements: dict[str, int] = field(default_factory=dict)
+    executions: dict[str, int] = field(default_factory=dict)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
-        started, count = time.perf_counter(), statements(self.spark)
+        started, before = time.perf_counter(), last_execution(self.spark)
         try:
             yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
-            used = statements(self.spark) - count
-            self.statements[name] = self.statements.get(name, 0) + used
+            roots, count = executions_since(self.spark, before)
+            self.statements[name] = self.statements.get(name, 0) + roots
+            self.executions[name] = self.executions.get(name, 0) + count
 
     def as_dict(self) -> dict[str, dict[str, float] | dict[str, int]]:
         return {
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "statements": dict(self.statements),
+            "executions": dict(self.executions),
         }

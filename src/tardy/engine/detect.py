@@ -127,6 +127,8 @@ class Manifest:
 
 
 def ensure_watermark_table(spark: SparkSession) -> None:
+    if spark.catalog.tableExists(WATERMARK_TABLE):  # a catalog lookup, not a statement
+        return
     spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
     spark.sql(WATERMARK_DDL)
 

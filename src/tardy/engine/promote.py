@@ -74,8 +74,11 @@ def promote(
             delta.replace_where(
                 spark, table.prod_table, days, f"SELECT * FROM {table.staged_table} WHERE {days}"
             )
-        commits = delta.history(spark, table.prod_table, table.version_before)
-        after[table.model] = int([c for c in commits if c.userMetadata == marker][-1].version)
+        latest = delta.latest_commit(spark, table.prod_table)
+        if latest.userMetadata != marker:  # another writer committed right after ours
+            commits = delta.history(spark, table.prod_table, table.version_before)
+            latest = [c for c in commits if c.userMetadata == marker][-1]
+        after[table.model] = int(latest.version)
         committed.append(table.model)
         _failpoint("promote", len(after))
     return after, committed

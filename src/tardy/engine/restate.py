@@ -78,6 +78,7 @@ class Outcome:
     advanced_watermark: bool = False
     seconds: dict[str, float] = field(default_factory=dict)  # per step: detect, stage, ...
     statements: dict[str, int] = field(default_factory=dict)  # Spark statements per step
+    executions: dict[str, int] = field(default_factory=dict)  # and with nested executions
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -92,6 +93,7 @@ class Outcome:
             "advanced_watermark": self.advanced_watermark,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "statements": self.statements,
+            "executions": self.executions,
         }
 
 
@@ -363,6 +365,7 @@ def _stage_and_promote(
         outcome.promoted = promoted.promoted
         outcome.advanced_watermark = promoted.advanced_watermark
     outcome.seconds, outcome.statements = dict(meter.seconds), dict(meter.statements)
+    outcome.executions = dict(meter.executions)
     return outcome
 
 
