@@ -11,7 +11,8 @@ Everything comes from the project, nothing from model names:
 - a model whose time column does not derive from its parent's (a Python model, or a
   dependency that only orders models) maps a day to the same day, widened by its declared
   window: the tag ``restate_window=N`` says an interval ``t`` reads its parent's days
-  ``t - N + 1 .. t`` (a rolling 28-day feature has ``restate_window=28``);
+  ``t - N + 1 .. t`` (a rolling 28-day feature has ``restate_window=28``; in a SQL MODEL
+  block, quote it: ``tags ('restate_window=7')``);
 - a day is clipped to the model's computed range in prod (SQLMesh state): a restatement never
   computes a day the model has never had.
 """
