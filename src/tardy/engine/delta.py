@@ -60,7 +60,7 @@ def stage_table(spark: SparkSession, target: str, source: str, at_version: int, 
 
     Not CREATE OR REPLACE: Delta refuses to clone onto a table that holds rows.
     """
-    spark.sql(f"DROP TABLE IF EXISTS {target}")
+    drop(spark, target)
     if clone:
         spark.sql(f"CREATE TABLE {target} SHALLOW CLONE {source} VERSION AS OF {at_version}")
     else:
@@ -68,7 +68,9 @@ def stage_table(spark: SparkSession, target: str, source: str, at_version: int, 
 
 
 def drop(spark: SparkSession, table: str) -> None:
-    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    """Drop ``table`` if it exists (the catalog lookup is not a Spark statement)."""
+    if spark.catalog.tableExists(table):
+        spark.sql(f"DROP TABLE {table}")
 
 
 def replace_where(spark: SparkSession, target: str, predicate: str, select: str) -> None:

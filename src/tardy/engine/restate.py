@@ -203,19 +203,11 @@ def stage_all(
     """Stage, audit and diff every model the roots reach, upstream first, cascading only the
     days whose rows changed. Raises ``audit.AuditFailed`` (after staging everything) when a
     blocking audit fails."""
-    from sqlmesh.core.snapshot import DeployabilityIndex
-
     snapshots = sqlmesh_api.model_snapshots(context)
     closure = Closure(context, snapshots)
-    every = sqlmesh_api.by_fqn(sqlmesh_api.prod_snapshots(context).values())
     reach = closure.downstream(roots)
     last = max((d for days in reach.values() for d in days), default=date.today())
-    renderer = sqlmesh_api.Renderer(
-        context,
-        every,
-        DeployabilityIndex.all_deployable(),
-        sqlmesh_api.bounds(last.isoformat(), last.isoformat())[1],
-    )
+    renderer = sqlmesh_api.Renderer.for_prod(context, execution_day=last)
     changed: dict[str, set[date]] = {}
     tables: list[StagedTable] = []
     intervals = []
@@ -228,8 +220,7 @@ def stage_all(
             days |= closure.map(parent, name, changed.get(parent, set()))
         if not days:
             continue
-        # Staged models are non-deployable: they and their children read the staged tables.
-        renderer.index = renderer.index.with_non_deployable(snapshot)
+        renderer.stage(snapshot)  # it and its children now read its staged table
         with meter.step("stage"):
             table = prepare(spark, snapshot, snapshots, ranges(days))
             write(spark, renderer, snapshot, table)

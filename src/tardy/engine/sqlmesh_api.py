@@ -106,6 +106,24 @@ class Renderer:
     index: DeployabilityIndex
     execution_time: int
 
+    @classmethod
+    def for_prod(cls, context: Context, execution_day: date) -> Renderer:
+        """A renderer over prod's snapshots, every model deployable (``stage`` marks the staged
+        ones), executing as of the end of ``execution_day``."""
+        from sqlmesh.core.snapshot import DeployabilityIndex
+
+        day = execution_day.isoformat()
+        return cls(
+            context,
+            by_fqn(prod_snapshots(context).values()),
+            DeployabilityIndex.all_deployable(),
+            bounds(day, day)[1],
+        )
+
+    def stage(self, snapshot: Snapshot) -> None:
+        """Mark ``snapshot`` staged: it and its children read its dev table from now on."""
+        self.index = self.index.with_non_deployable(snapshot)
+
     def rows(self, snapshot: Snapshot, first: str, last: str) -> list[exp.Query | DataFrame]:
         """The model's rows for [first, last]: a SQL query (SQL models) or DataFrames (Python)."""
         from sqlmesh.core.context import ExecutionContext

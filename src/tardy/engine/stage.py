@@ -139,6 +139,4 @@ def drop_stage(context: Context, spark: SparkSession) -> None:
     """Drop every model's staged table (prod's files are not touched: a shallow clone's own
     directory holds only what was written into it)."""
     for snapshot in sqlmesh_api.model_snapshots(context):
-        table = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False))
-        if spark.catalog.tableExists(table):  # a catalog lookup, not a Spark statement
-            delta.drop(spark, table)
+        delta.drop(spark, sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False)))
