@@ -63,7 +63,7 @@ def grain(snapshot: Snapshot) -> list[str]:
 
 
 def tag_value(snapshot: Snapshot, name: str) -> str | None:
-    """The value of a ``name=value`` tag of the model (``tags (restate_window=28)``)."""
+    """The value of a ``name=value`` tag of the model (``tags ('restate_window=28')``)."""
     for tag in snapshot.model.tags:
         key, _, value = tag.partition("=")
         if key.strip() == name:
@@ -171,9 +171,6 @@ class Renderer:
             )
             out.append((audit.name, query))
         return out
-
-    def staged_table(self, snapshot: Snapshot) -> str:
-        return spark_name(snapshot.table_name(is_deployable=False))
 
 
 def declared_blocking(snapshot: Snapshot) -> dict[str, bool]:
