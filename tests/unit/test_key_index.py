@@ -73,16 +73,27 @@ def test_key_date_is_a_function_of_the_key_alone() -> None:
     assert got == ["20261031", "20261031", KEY_DATE_FALLBACK, KEY_DATE_FALLBACK]
 
 
-def _macros():
+@pytest.fixture
+def macros():
+    """The project's macro module, imported on its own; SQLMesh's global macro registry is
+    restored afterwards (left registered from this module, the project's macros would later
+    be serialized from it, and every model using them would fail to load in this process)."""
+    from sqlmesh.core.macros import macro
+
+    registry = macro.registry()
+    saved = dict(registry)
     spec = importlib.util.spec_from_file_location("sales_rules", ROOT / "macros/sales_rules.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        registry.clear()
+        registry.update(saved)
 
 
-def test_macros_use_the_same_rules_as_the_index() -> None:
-    macros = _macros()
+def test_macros_use_the_same_rules_as_the_index(macros) -> None:
     # SQLMesh's @macro() keeps the function callable with an evaluator as first argument.
     assert macros.natural_key(None).sql("spark") == key_index.natural_key_expression().sql("spark")
     key = exp.column("transaction_id")
