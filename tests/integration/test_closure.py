@@ -9,20 +9,11 @@ both through SQLMesh's DAG and column lineage alone.
 from __future__ import annotations
 
 import os
-import shutil
 from datetime import date, timedelta
 from pathlib import Path
 
-from tardy.home import project_root
+from test_code_change import copy_project
 
-PROJECT_FILES = (
-    "config.yaml",
-    "external_models.yaml",
-    "models",
-    "python_models",
-    "macros",
-    "audits",
-)
 NEW_ROLLUP = """
 MODEL (
   name gold.monthly_store_items,
@@ -67,14 +58,7 @@ def test_a_new_period_model_and_a_windowed_model_need_no_change_in_tardy(
 
     from tardy.engine.closure import Closure
 
-    project = tmp_path / "project"
-    for name in PROJECT_FILES:
-        source = project_root() / name
-        if source.is_dir():
-            shutil.copytree(source, project / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            project.mkdir(exist_ok=True)
-            shutil.copy2(source, project / name)
+    project = copy_project(tmp_path / "project")
     (project / "models/gold/monthly_store_items.sql").write_text(NEW_ROLLUP)
     (project / "models/gold/store_items_7d.sql").write_text(NEW_WINDOW)
     home = os.environ["TARDY_HOME"]
