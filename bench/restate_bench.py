@@ -277,13 +277,19 @@ def history(home: Home, scale: Scale) -> dict[str, t.Any]:
     }
 
 
-def part_year(scale: Scale) -> dict[str, t.Any]:
-    home = Home(scale, scale.long)
+def built(scale: Scale, days: int) -> tuple[Home, dict[str, t.Any]]:
+    """A data home of ``days`` days with prod built from empty and a baseline restatement."""
+    home = Home(scale, days)
     print(f"[{home.root.name}] {home.bronze_rows:,} bronze rows; full build", flush=True)
     build = home.full_build()
     build.pop("result")
     print(f"  full build: {build['seconds']:.1f} s", flush=True)
     baseline = home.baseline("bench baseline")
+    return home, {**home.common(), "full_build": build, "baseline": baseline}
+
+
+def part_year(scale: Scale) -> dict[str, t.Any]:
+    home, measured = built(scale, scale.long)
     start, last = home.start, home.last_day
     lo, hi = scattered(start, home.days, 2)
     ten = scattered(start, home.days, 10)
@@ -303,9 +309,7 @@ def part_year(scale: Scale) -> dict[str, t.Any]:
     stock_full = home.stock(start, last)
     home.baseline("bench: watermark after stock")
     return {
-        **home.common(),
-        "full_build": build,
-        "baseline": baseline,
+        **measured,
         "days_restated": {
             "k1": [hi.isoformat()],
             "k2": [lo.isoformat(), hi.isoformat()],
@@ -320,18 +324,8 @@ def part_year(scale: Scale) -> dict[str, t.Any]:
 
 
 def part_history(scale: Scale) -> dict[str, t.Any]:
-    home = Home(scale, scale.short)
-    print(f"[{home.root.name}] {home.bronze_rows:,} bronze rows; full build", flush=True)
-    build = home.full_build()
-    build.pop("result")
-    print(f"  full build: {build['seconds']:.1f} s", flush=True)
-    baseline = home.baseline("bench baseline")
-    return {
-        **home.common(),
-        "full_build": build,
-        "baseline": baseline,
-        "history": history(home, scale),
-    }
+    home, measured = built(scale, scale.short)
+    return {**measured, "history": history(home, scale)}
 
 
 # --- the demo home, driven through the CLIs (the `demo` part, in the parent) ------------------
