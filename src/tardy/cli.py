@@ -212,22 +212,19 @@ def _restatement_command(args: argparse.Namespace, action: t.Callable[..., t.Any
     """Runs a restatement action; a refusal or a failed gate exits non-zero with its reason."""
     from rich.markup import escape
 
-    from tardy.engine.promote import ProdChangedError
-    from tardy.engine.restate import RestatementError
-    from tardy.lock import LockedError
+    from tardy.errors import Refused, TardyError
     from tardy.project import open_context, spark_of
 
     context = open_context(args.gateway, progress_to_stderr=getattr(args, "json", False))
     try:
         result = action(context, spark_of(context))
-    except LockedError as error:
-        err.print(f"[bold red]refused:[/] {escape(str(error))}")
-        return 3
-    except (RestatementError, ProdChangedError) as error:
-        err.print(f"[bold red]failed:[/] {escape(str(error))}", highlight=False)
+    except TardyError as error:
+        refused = isinstance(error, Refused)
+        label = "refused" if refused else "failed"
+        err.print(f"[bold red]{label}:[/] {escape(str(error))}", highlight=False)
         if getattr(args, "json", False):
-            _print_json({"status": "failed", "error": str(error)})
-        return 2
+            _print_json({"status": label, "error": str(error), "exit_code": error.exit_code})
+        return error.exit_code
     if getattr(args, "json", False):
         _print_json(result.as_dict() if hasattr(result, "as_dict") else result)
     elif hasattr(result, "status"):
@@ -436,9 +433,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from tardy.errors import TardyError
+
     try:
         return int(args.func(args))
-    except (ValueError, FileExistsError, RuntimeError) as exc:
+    except TardyError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        return exc.exit_code
+    except (ValueError, FileExistsError, RuntimeError) as exc:  # e.g. SQLMesh's own errors
         err.print(f"[red]error:[/] {exc}")
         return 1
 

@@ -12,8 +12,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tardy.errors import TardyError
 
-class ProjectNotFound(RuntimeError):
+
+class ProjectNotFound(TardyError):
     pass
 
 

@@ -8,7 +8,10 @@ their JSON text, so ingestion never has to judge a value; only ``event_ts`` is a
 A file is identified by the SHA-256 of its content: a file already in bronze (or in the
 ledger ``bronze.ingest_ledger``) is skipped, so ingesting twice is a no-op. Bronze is written
 first and the ledger second; a crash between the two leaves the file recognised as ingested
-through bronze's own ``file_sha256`` column. Both tables are Delta ``appendOnly``: Delta
+through bronze's own ``file_sha256`` column. The bronze commit is an insert-only MERGE on
+(file, line), so two ingests of the same files at once cannot both commit them: Delta's
+optimistic concurrency refuses the second, which drops the files the first committed and
+retries (``docs/concurrency.md``). Both tables are Delta ``appendOnly``: Delta
 itself refuses any UPDATE or DELETE on them. Bronze also has Delta's change data feed on, so
 ``tardy detect`` reads only the rows added since its watermark (``table_changes``).
 
@@ -29,13 +32,18 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pandas as pd
+from delta.exceptions import ConcurrentAppendException
+from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
+from tardy.errors import InputError
 from tardy.key_index import append_key_index, ensure_key_index
 from tardy.simulate import ARRIVAL_DIR_PREFIX, parse_arrival_dir
+from tardy.sql import date_list
 
 BRONZE_TABLE = "bronze.pos_events"
 ROWS_PER_COMMIT = 1_000_000
+COMMIT_ATTEMPTS = 5  # per batch, against concurrent ingests (each retry drops their files)
 LEDGER_TABLE = "bronze.ingest_ledger"
 _BATCH_VIEW = "_tardy_ingest_batch"
 FIELDS = (
@@ -90,7 +98,7 @@ TBLPROPERTIES ('delta.appendOnly' = 'true')
 """
 
 
-class IngestError(ValueError):
+class IngestError(InputError):
     """Bad landing input that cannot be ingested (nothing was written)."""
 
 
@@ -258,10 +266,7 @@ def ingest(
     todo: list[LandingFile] = []
     for candidate in candidates:
         if candidate.sha256 in seen:
-            result.files_skipped += 1
-            result.skipped.append(
-                {"source_file": candidate.source_file, "reason": "content already ingested"}
-            )
+            _skip(result, candidate)
             continue
         seen.add(candidate.sha256)
         todo.append(candidate)
@@ -281,12 +286,46 @@ def ingest(
     return result
 
 
+def _skip(result: IngestResult, landing_file: LandingFile) -> None:
+    result.files_skipped += 1
+    result.skipped.append(
+        {"source_file": landing_file.source_file, "reason": "content already ingested"}
+    )
+
+
 def _append(
     spark: SparkSession, files: list[LandingFile], result: IngestResult, ingested_at: datetime
 ) -> None:
-    """One bronze commit (whole files only), then their ledger entries."""
+    """One bronze commit (whole files only), then their ledger entries.
+
+    The commit is an insert-only MERGE, not a blind append: Delta's optimistic concurrency
+    lets two blind appends of the same file both commit (rows twice, forever, in an
+    append-only table), whereas a MERGE that read the batch's arrival partitions fails with
+    ``ConcurrentAppendException`` when another writer added files there first (measured:
+    docs/concurrency.md). On that conflict the files another ingest committed meanwhile are
+    dropped from the batch and the rest is committed again.
+    """
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            _commit(spark, files, result, ingested_at)
+            return
+        except ConcurrentAppendException:
+            if attempt == COMMIT_ATTEMPTS:
+                raise
+            seen = ingested_hashes(spark)
+            for landing_file in (f for f in files if f.sha256 in seen):
+                _skip(result, landing_file)
+            files = [f for f in files if f.sha256 not in seen]
+            if not files:
+                return
+
+
+def _commit(
+    spark: SparkSession, files: list[LandingFile], result: IngestResult, ingested_at: datetime
+) -> None:
     rows: list[tuple[object, ...]] = []
     ledger: list[tuple[object, ...]] = []
+    ingested: list[dict[str, object]] = []
     for landing_file in files:
         before = len(rows)
         rows.extend(_rows(landing_file, result.ingestion_id, ingested_at))
@@ -303,12 +342,9 @@ def _append(
                 ingested_at.astimezone(UTC).replace(tzinfo=None),
             )
         )
-        result.ingested.append({"source_file": landing_file.source_file, "rows": count})
+        ingested.append({"source_file": landing_file.source_file, "rows": count})
     schema = spark.table(BRONZE_TABLE).schema  # `_rows` yields in the DDL's column order
     frame = pd.DataFrame.from_records(rows, columns=schema.fieldNames())
-    result.rows += len(frame)
-    result.rows_with_parse_error += int(frame["parse_error"].notna().sum())
-    result.files_ingested += len(files)
 
     spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
     bronze = spark.createDataFrame(frame, schema=schema)
@@ -318,6 +354,20 @@ def _append(
         append_key_index(spark, _BATCH_VIEW)
     finally:
         spark.catalog.dropTempView(_BATCH_VIEW)
-    bronze.write.format("delta").mode("append").saveAsTable(BRONZE_TABLE)
+    arrival_dates = date_list("b.arrival_date", set(frame["arrival_date"]))
+    (
+        DeltaTable.forName(spark, BRONZE_TABLE)
+        .alias("b")
+        .merge(
+            bronze.alias("s"),
+            f"{arrival_dates} AND b.file_sha256 = s.file_sha256 AND b.line_number = s.line_number",
+        )
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
     entries = spark.createDataFrame(ledger, schema=spark.table(LEDGER_TABLE).schema)
     entries.write.format("delta").mode("append").saveAsTable(LEDGER_TABLE)
+    result.ingested += ingested
+    result.rows += len(frame)
+    result.rows_with_parse_error += int(frame["parse_error"].notna().sum())
+    result.files_ingested += len(files)

@@ -7,8 +7,10 @@ Derby metastore, so the killed processes cannot share it):
    rows for closed days and stages a restatement (``--no-promote``);
 2. ``tardy promote <id>`` is killed with SIGKILL (``TARDY_FAILPOINT``) before any table is
    committed, then after 2 tables, then after every table but before the log says promoted;
-3. ``tardy restate`` finds the lock of the dead process, completes the promotion and says so;
-4. prod then equals a stock full restatement of the same bronze, and the log holds each step.
+3. ``tardy restate`` finds the promotion the log says was interrupted, completes it and says so;
+4. ``tardy rollback`` killed after restoring 2 tables is run again and restores prod exactly;
+5. a stock full restatement of the same bronze equals prod as the promotion left it, and the
+   log holds each step.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: 
     staged = json.loads(_ok(_run(home, str(BIN / "python"), __file__)).strip().splitlines()[-1])
     restatement_id, tables = staged["id"], staged["tables"]
     assert tables == 5  # silver, daily, weekly, monthly, features
+    unrestated = json.loads(_ok(_run(home, str(BIN / "tardy"), "fingerprint", "--json")))
 
     for point in ("promote:0", "promote:2", f"promote:{tables}"):
         killed = _run(home, str(BIN / "tardy"), "promote", restatement_id, failpoint=point)
@@ -107,6 +110,21 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: 
         assert promoted["table_versions_after"][model] == before + 1
 
     after_resume = json.loads(_ok(_run(home, str(BIN / "tardy"), "fingerprint", "--json")))
+    assert after_resume != unrestated
+
+    # A rollback killed after restoring 2 of the 5 tables left its intent in the log; running
+    # it again restores the rest (the restored ones only once) and prod is back to before.
+    rollback = ("rollback", restatement_id, "--reason", "kill test", "--json")
+    killed = _run(home, str(BIN / "tardy"), *rollback, failpoint="rollback:2")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    log = json.loads(_ok(_run(home, str(BIN / "tardy"), "log", restatement_id, "--json")))
+    assert log[-1]["action"] == "rolling_back"
+    rolled = json.loads(_ok(_run(home, str(BIN / "tardy"), *rollback)))
+    log = json.loads(_ok(_run(home, str(BIN / "tardy"), "log", restatement_id, "--json")))
+    assert [e["action"] for e in log[-2:]] == ["rolling_back", "rolled_back"]
+    for model, version in rolled["table_versions"].items():
+        assert version == promoted["table_versions_after"][model] + 1, model  # one RESTORE
+    assert json.loads(_ok(_run(home, str(BIN / "tardy"), "fingerprint", "--json"))) == unrestated
     end = (CLOCK - timedelta(days=1)).date().isoformat()
     _ok(
         _run(

@@ -14,6 +14,7 @@ import typing as t
 from dataclasses import asdict, dataclass
 
 from tardy.engine import sqlmesh_api
+from tardy.errors import RestatementFailed
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,7 +37,7 @@ class AuditResult:
         return asdict(self)
 
 
-class AuditFailed(RuntimeError):
+class AuditFailed(RestatementFailed):
     """A blocking audit failed on the staged data."""
 
     def __init__(self, results: list[AuditResult]) -> None:

@@ -1,7 +1,8 @@
 """The restatement log: one Delta row per restatement and per action, never updated.
 
 ``tardy.restatement_log`` is append-only (``delta.appendOnly``). Each action of a restatement
-(staged, audit_failed, breaker_tripped, promoting, promoted, rolled_back, discarded, ...)
+(staged, audit_failed, breaker_tripped, promoting, promoted, rolling_back, rolled_back,
+discarded, ...)
 appends a row carrying everything known at that point: reason, actor, intervals per model,
 rows and sums before/after, input bronze version and arrival watermark, code version, SQLMesh
 snapshot versions, table Delta versions before/after and audit results. Structured values are
@@ -40,7 +41,13 @@ class Action(StrEnum):
     PROMOTING = "promoting"
     PROMOTED = "promoted"
     DISCARDED = "discarded"
+    ROLLING_BACK = "rolling_back"
     ROLLED_BACK = "rolled_back"
+
+
+# Intents: written before a change to several tables (or the stage). A restatement whose
+# latest action is one of them was interrupted; whoever takes the lock next finishes it.
+INTERRUPTED = (Action.STAGING, Action.PROMOTING, Action.ROLLING_BACK)
 
 
 LOG_TABLE = "tardy.restatement_log"

@@ -21,18 +21,20 @@ import signal
 import typing as t
 
 from tardy.engine import delta
+from tardy.errors import RestatementFailed
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from tardy.engine.stage import StagedTable
 
-# Test hook: kill -9 this process right after promoting N tables ("promote:N"), to prove that
-# an interrupted promotion resumes; never set outside tests.
+# Test hook: kill -9 this process right after promoting (restoring) N tables ("promote:N",
+# "rollback:N"), to prove that an interrupted promotion (rollback) resumes; never set
+# outside tests.
 FAILPOINT = "TARDY_FAILPOINT"
 
 
-class ProdChangedError(RuntimeError):
+class ProdChangedError(RestatementFailed):
     """A prod table changed since the restatement was staged (or promoted)."""
 
 
@@ -114,4 +116,5 @@ def rollback(
             delta.restore(spark, table, before[model])
         commits = delta.history(spark, table, after[model])
         versions[model] = int([c for c in commits if c.userMetadata == marker][-1].version)
+        _failpoint("rollback", len(versions))
     return versions

@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import secrets
 import typing as t
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import StrEnum
@@ -36,6 +38,7 @@ from tardy.engine.detect import Manifest, advance_watermark, detect
 from tardy.engine.diff import Breaker, Diff, breaker, diff_table
 from tardy.engine.log import Action, LogEntry
 from tardy.engine.stage import StagedTable, drop_stage, prepare, write
+from tardy.errors import Refused, RestatementFailed
 from tardy.home import activate
 
 if t.TYPE_CHECKING:
@@ -45,7 +48,7 @@ if t.TYPE_CHECKING:
 DEFAULT_MAX_CHANGE = 0.25
 
 
-class RestatementError(RuntimeError):
+class RestatementError(RestatementFailed):
     """A restatement stopped; prod is unchanged unless the message says otherwise."""
 
 
@@ -53,7 +56,7 @@ class BreakerTripped(RestatementError):
     pass
 
 
-class PendingRestatement(RestatementError):
+class PendingRestatement(Refused, RestatementError):
     pass
 
 
@@ -135,8 +138,7 @@ def restate(
             manifest = detect(context, spark)
         return Outcome(None, Status.DRY_RUN, manifest, **meter.as_dict())  # type: ignore[arg-type]
     restatement_id = new_id()
-    with lock.exclusive(activate().root, restatement_id) as stale:
-        recovered = _recover(context, spark, stale.restatement_id) if stale else None
+    with _locked(context, spark, restatement_id) as recovered:
         pending = [
             row
             for row in log.latest(spark).values()
@@ -444,28 +446,45 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
     )
 
 
-def _recover(context: Context, spark: SparkSession, restatement_id: str) -> str:
-    """Finish or discard the restatement of a dead lock holder; says which."""
-    rows = log.entries(spark, restatement_id)
-    status = rows[-1]["status"] if rows else None
+@contextmanager
+def _locked(context: Context, spark: SparkSession, restatement_id: str) -> Iterator[str | None]:
+    """Hold the restatement lock, after finishing whatever the log says was interrupted
+    (a holder killed mid-way): yields what recovery did, or None.
+
+    Recovery reads the log, not the lock file: under the lock nobody else is working on a
+    restatement, so any whose latest action is an intent (``log.INTERRUPTED``) was cut off.
+    ``restatement_id``'s own interrupted work is left to the command acting on it.
+    """
+    with lock.exclusive(activate().root, restatement_id):
+        done = [
+            _recover(context, spark, rid, row)
+            for rid, row in log.latest(spark).items()
+            if row["status"] in log.INTERRUPTED and rid != restatement_id
+        ]
+        yield "; ".join(done) or None
+
+
+def _recover(context: Context, spark: SparkSession, restatement_id: str, row: dict) -> str:
+    """Finish (promotion, rollback) or discard (staging) an interrupted restatement."""
+    status = row["status"]
     if status == Action.PROMOTING:
         _promote(context, spark, restatement_id)
         return f"completed the interrupted promotion of restatement {restatement_id}"
-    if status in (None, Action.STAGING):
-        reason = rows[-1]["reason"] if rows else None
-        _discard(context, spark, restatement_id, reason, "interrupted while staging")
-        return f"discarded restatement {restatement_id}, interrupted while staging"
-    return f"restatement {restatement_id} was left {status}"
+    if status == Action.ROLLING_BACK:
+        _rollback(spark, restatement_id, row["message"] or "")
+        return f"completed the interrupted rollback of restatement {restatement_id}"
+    _discard(context, spark, restatement_id, row["reason"], "interrupted while staging")
+    return f"discarded restatement {restatement_id}, interrupted while staging"
 
 
 def promote_staged(context: Context, spark: SparkSession, restatement_id: str) -> Outcome:
     """``tardy promote <id>``: promote a staged restatement, or finish an interrupted one."""
-    with lock.exclusive(activate().root, restatement_id):
+    with _locked(context, spark, restatement_id):
         return _promote(context, spark, restatement_id)
 
 
 def discard(context: Context, spark: SparkSession, restatement_id: str) -> str:
-    with lock.exclusive(activate().root, restatement_id):
+    with _locked(context, spark, restatement_id):
         rows = log.entries(spark, restatement_id)
         if not rows:
             raise RestatementError(f"no restatement {restatement_id}")
@@ -493,41 +512,69 @@ def _discard(
 def rollback(
     context: Context, spark: SparkSession, restatement_id: str, reason: str
 ) -> dict[str, int]:
-    """``tardy rollback <id>``: every table the promotion changed back to its prior version."""
-    with lock.exclusive(activate().root, restatement_id):
-        rows = log.entries(spark, restatement_id)
-        promoted = [row for row in rows if row["action"] == Action.PROMOTED]
-        if not promoted:
-            raise RestatementError(f"restatement {restatement_id} was never promoted")
-        if rows[-1]["status"] == Action.ROLLED_BACK:
-            return rows[-1]["table_versions_after"]
-        entry, _ = _staged_entry(spark, restatement_id)
-        detail = json.loads(entry["message"])
-        tables = {table["model"]: table["prod_table"] for table in detail["staged_tables"]}
-        before = promoted[-1]["table_versions_before"]
-        after = promoted[-1]["table_versions_after"]
-        versions = promotion.rollback(spark, restatement_id, tables, before, after)
-        # Prod no longer reflects the restated rows: put the watermark back before them.
-        since = detail["manifest"]["since_bronze_version"]
-        advance_watermark(
-            spark,
-            -1 if since is None else since,
-            detail["manifest"]["previous_watermark"],
-            f"rollback of restatement {restatement_id}: {reason}",
-        )
+    """``tardy rollback <id>``: every table the promotion changed back to its prior version
+    (or finish an interrupted rollback of it)."""
+    with _locked(context, spark, restatement_id):
+        return _rollback(spark, restatement_id, reason)
+
+
+def _rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str, int]:
+    """Roll back a promoted restatement; the caller holds the lock.
+
+    Writes the intent (``rolling_back``) before the first ``RESTORE``: a rollback killed
+    between two tables is finished by the next command that takes the lock (each table's
+    restore is tagged, so a restored table is not restored twice).
+    """
+    rows = log.entries(spark, restatement_id)
+    promoted = [row for row in rows if row["action"] == Action.PROMOTED]
+    if not promoted:
+        raise RestatementError(f"restatement {restatement_id} was never promoted")
+    status = rows[-1]["status"]
+    if status == Action.ROLLED_BACK:
+        return rows[-1]["table_versions_after"]
+    if status not in (Action.PROMOTED, Action.ROLLING_BACK):
+        raise RestatementError(f"restatement {restatement_id} is {status}: nothing to roll back")
+    entry, _ = _staged_entry(spark, restatement_id)
+    detail = json.loads(entry["message"])
+    tables = {table["model"]: table["prod_table"] for table in detail["staged_tables"]}
+    before = promoted[-1]["table_versions_before"]
+    after = promoted[-1]["table_versions_after"]
+    if status == Action.PROMOTED:
         log.append(
             spark,
             LogEntry(
                 restatement_id=restatement_id,
-                action=Action.ROLLED_BACK,
+                action=Action.ROLLING_BACK,
                 reason=entry["reason"],
-                intervals=entry["intervals"],
+                intervals=promoted[-1]["intervals"],
                 table_versions_before=after,
-                table_versions_after=versions,
                 message=reason,
             ),
         )
-        return versions
+    else:
+        reason = rows[-1]["message"] or reason
+    versions = promotion.rollback(spark, restatement_id, tables, before, after)
+    # Prod no longer reflects the restated rows: put the watermark back before them.
+    since = detail["manifest"]["since_bronze_version"]
+    advance_watermark(
+        spark,
+        -1 if since is None else since,
+        detail["manifest"]["previous_watermark"],
+        f"rollback of restatement {restatement_id}: {reason}",
+    )
+    log.append(
+        spark,
+        LogEntry(
+            restatement_id=restatement_id,
+            action=Action.ROLLED_BACK,
+            reason=entry["reason"],
+            intervals=promoted[-1]["intervals"],
+            table_versions_before=after,
+            table_versions_after=versions,
+            message=reason,
+        ),
+    )
+    return versions
 
 
 def _ts(value: str | None) -> datetime | None:

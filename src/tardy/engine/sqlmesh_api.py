@@ -15,13 +15,15 @@ from datetime import UTC, date, datetime, timedelta
 
 from sqlglot import exp, parse_one
 
+from tardy.errors import TardyError
+
 if t.TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from sqlmesh import Context
     from sqlmesh.core.snapshot import DeployabilityIndex, Snapshot
 
 
-class NoProdError(RuntimeError):
+class NoProdError(TardyError):
     """The project has no prod environment yet."""
 
 

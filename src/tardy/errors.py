@@ -1,0 +1,35 @@
+"""tardy's errors: one hierarchy, each class with the exit code the CLI returns for it.
+
+| exit | class | meaning |
+|---|---|---|
+| 0 | – | done (including "nothing to do") |
+| 1 | ``TardyError`` / ``InputError`` | bad input or set-up: nothing was written |
+| 2 | ``RestatementFailed`` | a gate stopped a restatement (audit, breaker, stale prod, state) |
+| 3 | ``Refused`` | another restatement holds the lock or awaits review: retry later |
+
+Domain modules raise these; only the CLI turns them into messages and exit codes.
+"""
+
+from __future__ import annotations
+
+
+class TardyError(RuntimeError):
+    """Base of every error tardy raises on purpose."""
+
+    exit_code = 1
+
+
+class InputError(TardyError, ValueError):
+    """Bad input (landing files, arguments, data home): nothing was written."""
+
+
+class RestatementFailed(TardyError):
+    """A restatement stopped at a gate; prod is unchanged (or as the message says)."""
+
+    exit_code = 2
+
+
+class Refused(TardyError):
+    """Another restatement is running or awaiting review: nothing was done."""
+
+    exit_code = 3
