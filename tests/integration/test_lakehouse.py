@@ -733,3 +733,65 @@ def _physical(context, model: str) -> str:
     from tardy.engine.sqlmesh_api import prod_snapshots, spark_name
 
     return spark_name(prod_snapshots(context)[model].table_name())
+
+
+# --- every blocking audit fails on a table damaged the way it guards against -----------------
+
+DAMAGES = [
+    # (model, audit, damage of one period's rows: {t} is the staged table, {p} the period)
+    (
+        "gold.daily_store_revenue",
+        "reconciles_with_silver",
+        "UPDATE {t} SET revenue = revenue + 1 WHERE event_date = DATE'{p}' AND store_id = 1",
+    ),
+    (
+        "gold.daily_store_revenue",
+        "non_negative_amounts",
+        "UPDATE {t} SET items = -1 WHERE event_date = DATE'{p}' AND store_id = 1",
+    ),
+    (
+        "gold.weekly_store_revenue",
+        "reconciles_with_daily",
+        "DELETE FROM {t} WHERE week_start = DATE'{p}' AND store_id = 2",
+    ),
+    (
+        "gold.monthly_store_revenue",
+        "reconciles_with_daily",
+        "UPDATE {t} SET transactions = transactions + 1 WHERE month_start = DATE'{p}'",
+    ),
+    (
+        "silver.sales_transactions",
+        "non_negative_amounts",
+        "UPDATE {t} SET discount = -0.01 WHERE event_date = DATE'{p}' AND transaction_id IN "
+        "(SELECT MIN(transaction_id) FROM {t} WHERE event_date = DATE'{p}')",
+    ),
+]
+
+
+@pytest.mark.parametrize(("model", "audit_name", "damage"), DAMAGES)
+def test_each_audit_passes_on_prod_and_fails_on_a_damaged_copy(
+    model: str, audit_name: str, damage: str, context, spark
+) -> None:
+    """The audits run by tardy's engine (SQLMesh renders them) over a clone of prod: clean,
+    the audit returns nothing; after one damaging statement, it returns rows and blocks."""
+    from tardy.engine import audit, delta, sqlmesh_api
+    from tardy.engine.stage import drop_stage
+
+    snapshots = sqlmesh_api.model_snapshots(context)
+    snapshot = next(s for s in snapshots if s.model.name == model)
+    prod = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
+    staged = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False))
+    column = sqlmesh_api.time_column(snapshot)
+    period = spark.sql(f"SELECT MAX({column}) AS p FROM {prod}").first().p
+    renderer = sqlmesh_api.Renderer.for_prod(context, execution_day=CONFIG.last_day)
+    renderer.stage(snapshot)
+    interval = [[period.isoformat(), period.isoformat()]]
+    try:
+        delta.stage_table(spark, staged, prod, delta.version(spark, prod), clone=True)
+        clean = {r.audit: r for r in audit.run(spark, renderer, snapshot, interval)}
+        assert clean[audit_name].rows == 0, clean[audit_name]
+        spark.sql(damage.format(t=staged, p=period))
+        damaged = {r.audit: r for r in audit.run(spark, renderer, snapshot, interval)}
+        assert damaged[audit_name].failed and damaged[audit_name].blocking, damaged[audit_name]
+    finally:
+        drop_stage(context, spark)

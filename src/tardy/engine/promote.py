@@ -10,8 +10,8 @@ commits the others. A prod table that got any other commit since it was staged i
 (the staged rows would be stale): restate again.
 
 Rollback restores every promoted table to its pre-promotion version (``RESTORE TABLE ...
-TO VERSION AS OF``, itself one Delta commit), refusing a table that changed after the
-promotion.
+TO VERSION AS OF``, itself one tagged Delta commit), refusing, before restoring anything, when
+any of them changed after the promotion.
 """
 
 from __future__ import annotations
@@ -96,9 +96,12 @@ def rollback(
     """Restore each promoted table (model -> prod table) to its pre-promotion version.
 
     Downstream first; idempotent (a table already restored by this rollback is skipped).
+    Every table is checked before the first restore: when any changed after the promotion,
+    nothing is restored.
     """
     marker = tag(restatement_id, "rollback")
     versions: dict[str, int] = {}
+    pending: list[str] = []
     for model in reversed(list(after)):
         table = tables[model]
         commits = delta.history(spark, table, after[model])
@@ -109,9 +112,15 @@ def rollback(
         if commits:
             raise ProdChangedError(
                 f"{model} ({table}) changed after the promotion (version {after[model]} -> "
-                f"{commits[-1].version}, {commits[-1].operation}): restoring version "
-                f"{before[model]} would also undo that change; refusing"
+                f"{commits[-1].version}, {commits[-1].operation}, e.g. a `sqlmesh run`): "
+                f"restoring version {before[model]} would also undo that change, so nothing "
+                "was rolled back. Prod reflects bronze as the restatement read it; to change "
+                "those days now, fix the cause (the model, or a correction landed in bronze) "
+                "and run `tardy restate`"
             )
+        pending.append(model)
+    for model in pending:
+        table = tables[model]
         with delta.tagged_commits(spark, marker):
             delta.restore(spark, table, before[model])
         commits = delta.history(spark, table, after[model])

@@ -465,7 +465,16 @@ def _locked(context: Context, spark: SparkSession, restatement_id: str) -> Itera
 
 
 def _recover(context: Context, spark: SparkSession, restatement_id: str, row: dict) -> str:
-    """Finish (promotion, rollback) or discard (staging) an interrupted restatement."""
+    """Finish (promotion, rollback) or discard (staging) an interrupted restatement; says
+    what it did, or why it could not (then the restatement stays as the log says, and the
+    command goes on: one stuck restatement must not block every other)."""
+    try:
+        return _finish(context, spark, restatement_id, row)
+    except RestatementFailed as error:
+        return f"could not finish restatement {restatement_id} ({row['status']}): {error}"
+
+
+def _finish(context: Context, spark: SparkSession, restatement_id: str, row: dict) -> str:
     status = row["status"]
     if status == Action.PROMOTING:
         _promote(context, spark, restatement_id)
