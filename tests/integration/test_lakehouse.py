@@ -762,8 +762,7 @@ DAMAGES = [
     (
         "silver.sales_transactions",
         "non_negative_amounts",
-        "UPDATE {t} SET discount = -0.01 WHERE event_date = DATE'{p}' AND transaction_id IN "
-        "(SELECT MIN(transaction_id) FROM {t} WHERE event_date = DATE'{p}')",
+        "UPDATE {t} SET discount = -0.01 WHERE event_date = DATE'{p}' AND store_id = 1",
     ),
 ]
 

@@ -548,20 +548,17 @@ def _rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str
     tables = {table["model"]: table["prod_table"] for table in detail["staged_tables"]}
     before = promoted[-1]["table_versions_before"]
     after = promoted[-1]["table_versions_after"]
-    if status == Action.PROMOTED:
-        log.append(
-            spark,
-            LogEntry(
-                restatement_id=restatement_id,
-                action=Action.ROLLING_BACK,
-                reason=entry["reason"],
-                intervals=promoted[-1]["intervals"],
-                table_versions_before=after,
-                message=reason,
-            ),
-        )
-    else:
+    if status == Action.ROLLING_BACK:  # resuming: keep the reason the rollback was given
         reason = rows[-1]["message"] or reason
+    common = dict(
+        restatement_id=restatement_id,
+        reason=entry["reason"],
+        intervals=promoted[-1]["intervals"],
+        table_versions_before=after,
+        message=reason,
+    )
+    if status == Action.PROMOTED:
+        log.append(spark, LogEntry(action=Action.ROLLING_BACK, **common))  # type: ignore[arg-type]
     versions = promotion.rollback(spark, restatement_id, tables, before, after)
     # Prod no longer reflects the restated rows: put the watermark back before them.
     since = detail["manifest"]["since_bronze_version"]
@@ -573,15 +570,7 @@ def _rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str
     )
     log.append(
         spark,
-        LogEntry(
-            restatement_id=restatement_id,
-            action=Action.ROLLED_BACK,
-            reason=entry["reason"],
-            intervals=promoted[-1]["intervals"],
-            table_versions_before=after,
-            table_versions_after=versions,
-            message=reason,
-        ),
+        LogEntry(action=Action.ROLLED_BACK, table_versions_after=versions, **common),  # type: ignore[arg-type]
     )
     return versions
 
