@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export TARDY_HOME ?= $(CURDIR)/.tardy
 
-.PHONY: setup demo test unit-test sqlmesh-test lint bench clean
+.PHONY: setup demo test unit-test sqlmesh-test lint bench chaos clean
 
 setup: $(VENV)/.tardy-setup
 
@@ -19,7 +19,7 @@ demo: setup
 	$(BIN)/tardy demo
 
 test: setup sqlmesh-test
-	$(BIN)/python -m pytest -q --durations=10
+	$(BIN)/python -m pytest -q --durations=10 -n 2 --dist loadfile
 
 sqlmesh-test: setup
 	$(BIN)/sqlmesh test
@@ -31,6 +31,14 @@ lint: setup
 # Not part of `make test`: ~5 M transactions over 365 days in their own data home.
 bench: setup
 	TARDY_HOME=$(TARDY_HOME)/bench $(BIN)/python bench/restate_bench.py
+
+# Not part of `make test`: kill tardy commands at seeded random moments, recover, check
+# (bench/chaos.py). CI runs a short version: `make chaos CHAOS_TRIALS=2`.
+CHAOS_TRIALS ?= 20
+CHAOS_SEED ?= 7
+chaos: setup
+	rm -rf $(TARDY_HOME)/chaos
+	TARDY_HOME=$(TARDY_HOME)/chaos $(BIN)/python bench/chaos.py --trials $(CHAOS_TRIALS) --seed $(CHAOS_SEED)
 
 clean:
 	rm -rf $(TARDY_HOME)

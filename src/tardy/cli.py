@@ -6,11 +6,14 @@ import argparse
 import json
 import sys
 import typing as t
+from contextlib import nullcontext
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 from rich.console import Console
 
+from tardy.busy import home_busy
+from tardy.errors import Refused, TardyError
 from tardy.home import activate
 from tardy.simulate import SimulationConfig
 
@@ -50,16 +53,24 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from tardy.ingest import ingest
+    from tardy.ingest import FilesRefused, ingest
     from tardy.project import open_context, spark_of
 
     context = open_context(args.gateway, load=False, progress_to_stderr=args.json)
     home = activate()
     with err.status("Ingesting into bronze.pos_events"):
-        result = ingest(spark_of(context), home.landing, [Path(p) for p in args.paths])
+        result = ingest(
+            spark_of(context), home.landing, [Path(p) for p in args.paths], strict=False
+        )
     if args.json:
         _print_json(result.as_dict())
-    else:
+    if result.refused:  # every other file was ingested (and printed): name the refused ones
+        from rich.markup import escape
+
+        error = FilesRefused(result)
+        err.print(f"[red]error:[/] {escape(str(error))}", highlight=False)
+        return error.exit_code
+    if not args.json:
         console.print(
             f"Ingested {result.files_ingested} files, {result.rows:,} rows "
             f"({result.rows_with_parse_error} unparseable lines kept for quarantine); "
@@ -208,23 +219,35 @@ def _render_outcome(outcome: t.Any) -> None:
     console.print(messages[outcome.status], markup=False)
 
 
-def _restatement_command(args: argparse.Namespace, action: t.Callable[..., t.Any]) -> int:
-    """Runs a restatement action; a refusal or a failed gate exits non-zero with its reason."""
+def _report(args: argparse.Namespace, error: TardyError) -> int:
+    """Print a refusal or a failed gate (and its JSON with ``--json``); its exit code."""
     from rich.markup import escape
 
-    from tardy.errors import Refused, TardyError
+    label = "refused" if isinstance(error, Refused) else "failed"
+    err.print(f"[bold red]{label}:[/] {escape(str(error))}", highlight=False)
+    if getattr(args, "json", False):
+        _print_json({"status": label, "error": str(error), "exit_code": error.exit_code})
+    return error.exit_code
+
+
+def _restatement_command(
+    args: argparse.Namespace, action: t.Callable[..., t.Any], lock_as: str | None = None
+) -> int:
+    """Runs a restatement action; a refusal or a failed gate exits non-zero with its reason.
+
+    With ``lock_as`` (a restatement id) the restatement lock is taken before the project and
+    Spark open (``tardy.engine.restate.hold``): of two restatements started together, the
+    loser is refused (exit 3) before it touches the data home's state or metastore.
+    """
+    from tardy.engine.restate import hold
     from tardy.project import open_context, spark_of
 
-    context = open_context(args.gateway, progress_to_stderr=getattr(args, "json", False))
     try:
-        result = action(context, spark_of(context))
+        with hold(lock_as) if lock_as else nullcontext():
+            context = open_context(args.gateway, progress_to_stderr=getattr(args, "json", False))
+            result = action(context, spark_of(context))
     except TardyError as error:
-        refused = isinstance(error, Refused)
-        label = "refused" if refused else "failed"
-        err.print(f"[bold red]{label}:[/] {escape(str(error))}", highlight=False)
-        if getattr(args, "json", False):
-            _print_json({"status": label, "error": str(error), "exit_code": error.exit_code})
-        return error.exit_code
+        return _report(args, error)
     if getattr(args, "json", False):
         _print_json(result.as_dict() if hasattr(result, "as_dict") else result)
     elif hasattr(result, "status"):
@@ -235,8 +258,9 @@ def _restatement_command(args: argparse.Namespace, action: t.Callable[..., t.Any
 
 
 def cmd_restate(args: argparse.Namespace) -> int:
-    from tardy.engine.restate import restate
+    from tardy.engine.restate import new_id, restate
 
+    restatement_id = None if args.dry_run else new_id()  # a dry run takes no lock
     return _restatement_command(
         args,
         lambda context, spark: restate(
@@ -247,7 +271,9 @@ def cmd_restate(args: argparse.Namespace) -> int:
             promote=not args.no_promote,
             accept_large_change=args.accept_large_change,
             threshold=args.max_change,
+            restatement_id=restatement_id,
         ),
+        lock_as=restatement_id,
     )
 
 
@@ -255,7 +281,9 @@ def cmd_promote(args: argparse.Namespace) -> int:
     from tardy.engine.restate import promote_staged
 
     return _restatement_command(
-        args, lambda context, spark: promote_staged(context, spark, args.restatement_id)
+        args,
+        lambda context, spark: promote_staged(context, spark, args.restatement_id),
+        lock_as=args.restatement_id,
     )
 
 
@@ -263,7 +291,9 @@ def cmd_discard(args: argparse.Namespace) -> int:
     from tardy.engine.restate import discard
 
     return _restatement_command(
-        args, lambda context, spark: discard(context, spark, args.restatement_id)
+        args,
+        lambda context, spark: discard(context, spark, args.restatement_id),
+        lock_as=args.restatement_id,
     )
 
 
@@ -278,7 +308,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
             "table_versions": versions,
         }
 
-    return _restatement_command(args, action)
+    return _restatement_command(args, action, lock_as=args.restatement_id)
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -433,16 +463,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from tardy.errors import TardyError
-
+    home = None if args.command == "simulate" else activate().root
     try:
+        busy = home and home_busy(home)
+        if busy:
+            return _report(args, busy)
         return int(args.func(args))
     except TardyError as exc:
         err.print(f"[red]error:[/] {exc}")
         return exc.exit_code
-    except (ValueError, FileExistsError, RuntimeError) as exc:  # e.g. SQLMesh's own errors
-        err.print(f"[red]error:[/] {exc}")
-        return 1
+    except Exception as exc:
+        busy = home and home_busy(home, wait=0.0)
+        if busy:  # lost the race for the state or metastore to a process that started later
+            first = (str(exc).splitlines() or [""])[0][:200]
+            busy.args = (f"{busy} ({type(exc).__name__}: {first})",)
+            return _report(args, busy)
+        if isinstance(exc, ValueError | FileExistsError | RuntimeError):  # e.g. SQLMesh's
+            err.print(f"[red]error:[/] {exc}")
+            return 1
+        raise
 
 
 if __name__ == "__main__":

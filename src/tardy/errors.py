@@ -6,6 +6,7 @@
 | 1 | ``TardyError`` / ``InputError`` | bad input or set-up: nothing was written |
 | 2 | ``RestatementFailed`` | a gate stopped a restatement (audit, breaker, stale prod, state) |
 | 3 | ``Refused`` | another restatement holds the lock or awaits review: retry later |
+| 3 | ``HomeBusy`` | another process has the data home's embedded state or metastore open |
 
 Domain modules raise these; only the CLI turns them into messages and exit codes.
 """
@@ -33,3 +34,8 @@ class Refused(TardyError):
     """Another restatement is running or awaiting review: nothing was done."""
 
     exit_code = 3
+
+
+class HomeBusy(Refused):
+    """Another process has the data home's embedded SQLMesh state (DuckDB) or Derby metastore
+    open: each admits one process at a time. Nothing was done."""

@@ -19,12 +19,24 @@ Each bronze commit is preceded by the commit of its rows' entries in the key ind
 ``bronze.pos_event_keys`` (``tardy.key_index``), which lets silver read only the bronze
 partitions that hold a key's records; a data home whose bronze predates the index gets it
 built from bronze by the first ``tardy ingest`` (``ensure_key_index``, idempotent).
+
+Hostile input (``docs/hostile-input.md``): a line is the bytes up to ``\\n`` (a ``\\r``
+before it and a UTF-8 BOM opening the file are dropped); a line that is not UTF-8, not
+RFC 8259 JSON (``NaN``, duplicate keys, unpaired surrogates, nesting too deep) or not an
+object is kept with ``parse_error``. A landing file must be a regular file inside the
+landing root: symbolic links, paths resolving outside the root, FIFOs and the like, files
+whose content changed since they were ingested, and files with a line over
+``MAX_LINE_BYTES`` are **refused**, each named with its reason; every other file is still
+ingested, and ``ingest`` then raises ``FilesRefused`` (carrying the result) unless called
+with ``strict=False``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -44,6 +56,10 @@ from tardy.sql import date_list
 BRONZE_TABLE = "bronze.pos_events"
 ROWS_PER_COMMIT = 1_000_000
 COMMIT_ATTEMPTS = 5  # per batch, against concurrent ingests (each retry drops their files)
+# The longest line ingest accepts (one bronze row, held whole in the driver, Arrow and the
+# JVM); a file with a longer line is refused, not truncated (docs/hostile-input.md).
+MAX_LINE_BYTES = 64 * 1024 * 1024
+UTF8_BOM = b"\xef\xbb\xbf"
 LEDGER_TABLE = "bronze.ingest_ledger"
 _BATCH_VIEW = "_tardy_ingest_batch"
 FIELDS = (
@@ -99,14 +115,36 @@ TBLPROPERTIES ('delta.appendOnly' = 'true')
 
 
 class IngestError(InputError):
-    """Bad landing input that cannot be ingested (nothing was written)."""
+    """Bad landing input that cannot be ingested (nothing of it was written)."""
+
+
+class FileRefused(IngestError):
+    """One landing file refused: nothing of it is written (the other files are not affected)."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = str(path)
+        self.reason = reason
+
+
+class FilesRefused(IngestError):
+    """Some landing files were refused; every other file *was* ingested (``result``)."""
+
+    def __init__(self, result: IngestResult) -> None:
+        self.result = result
+        lines = "\n".join(f"  {r['path']}: {r['reason']}" for r in result.refused)
+        super().__init__(
+            f"{result.files_refused} landing file(s) refused, nothing of them written "
+            f"(the other files were: {result.files_ingested} ingested, {result.rows:,} rows; "
+            f"{result.files_skipped} skipped as already ingested):\n{lines}"
+        )
 
 
 @dataclass(frozen=True)
 class LandingFile:
-    path: Path
+    path: Path  # the real path, inside the landing root
     source_system: str
-    source_file: str
+    source_file: str  # relative to the landing root, POSIX separators
     arrival_ts: datetime | None  # None: arrives at ingestion time
     sha256: str
 
@@ -120,6 +158,8 @@ class IngestResult:
     rows_with_parse_error: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
     ingested: list[dict[str, object]] = field(default_factory=list)
+    files_refused: int = 0
+    refused: list[dict[str, str]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -133,44 +173,136 @@ def ensure_tables(spark: SparkSession) -> None:
 
 
 def discover(landing: Path, paths: Sequence[Path] = ()) -> list[Path]:
-    """The ``*.jsonl`` files named (files, or folders searched recursively), sorted."""
-    roots = list(paths) or [landing]
+    """The candidate landing files named (files, or folders searched recursively), sorted.
+
+    Candidates are the ``*.jsonl`` entries that are not folders (regular files, but also
+    symbolic links, FIFOs, ...) and every symbolic link to a folder: ``describe`` refuses all
+    but regular files, so nothing that looks like landing data is passed over in silence.
+    Links to folders are not followed. Paths are absolute but not resolved (``..`` kept).
+    """
+    roots = [Path(p).absolute() for p in paths] or [landing.resolve()]
+    landing_root = landing.resolve()
     found: set[Path] = set()
     for root in roots:
-        root = root.resolve()
-        if root.is_file():
-            found.add(root)
+        if root.is_symlink() and root.resolve() != landing_root:
+            found.add(root)  # named explicitly: refused by `describe`
         elif root.is_dir():
-            found.update(p for p in root.rglob("*.jsonl") if p.is_file())
+            found.update(_walk(root))
+        elif os.path.lexists(root):
+            found.add(root)
         elif paths:
             raise IngestError(f"no such file or folder: {root}")
     return sorted(found)
 
 
+def _walk(folder: Path) -> Iterable[Path]:
+    for parent, folders, files in os.walk(folder, followlinks=False):
+        base = Path(parent)
+        yield from (base / name for name in folders if (base / name).is_symlink())
+        yield from (base / name for name in files if name.endswith(".jsonl"))
+
+
 def describe(path: Path, landing: Path) -> LandingFile:
-    """Source system, arrival time and content hash of one landing file."""
-    path = path.resolve()
-    arrival_dirs = [p for p in path.parents if p.name.startswith(ARRIVAL_DIR_PREFIX)]
+    """Source system, arrival time and content hash of one landing file.
+
+    Raises ``FileRefused`` for anything but a regular file inside the landing root: a
+    symbolic link, a path that resolves outside the root (``..``, a linked folder), a FIFO,
+    a file that cannot be read, a malformed arrival folder, no source system folder.
+    """
+    path = Path(path).absolute()  # not normalised: the error names the path as given
+    if path.is_symlink():
+        raise FileRefused(
+            path,
+            f"a symbolic link (to {os.readlink(path)}); landing files must be regular files "
+            "inside the landing root: land a copy of the file instead",
+        )
+    root = landing.resolve()
+    real = path.resolve()
+    if not real.is_relative_to(root):
+        raise FileRefused(
+            path,
+            f"resolves to {real}, outside the landing root {root}; copy it to "
+            "<landing>/<source_system>/arrival_ts=<YYYYMMDDTHHMMSSZ>/<name>.jsonl",
+        )
+    relative = real.relative_to(root)
+    arrival_dirs = [p for p in reversed(relative.parents) if p.name.startswith(ARRIVAL_DIR_PREFIX)]
     arrival_ts = None
     if arrival_dirs:
         try:
-            arrival_ts = parse_arrival_dir(arrival_dirs[0].name)
+            arrival_ts = parse_arrival_dir(arrival_dirs[-1].name)
         except ValueError as exc:
-            raise IngestError(f"{path}: {exc}") from exc
-    landing = landing.resolve()
-    if path.is_relative_to(landing):
-        source_file = str(path.relative_to(landing))
-        source_system = Path(source_file).parts[0] if len(Path(source_file).parts) > 1 else ""
-    else:
-        source_file = str(path)
-        source_system = arrival_dirs[0].parent.name if arrival_dirs else path.parent.name
+            raise FileRefused(path, str(exc)) from exc
+    source_system = relative.parts[0] if len(relative.parts) > 1 else ""
     if not source_system or source_system.startswith(ARRIVAL_DIR_PREFIX):
-        raise IngestError(
-            f"{path}: cannot tell its source system; land it as "
-            "<landing>/<source_system>/arrival_ts=<YYYYMMDDTHHMMSSZ>/<name>.jsonl"
+        raise FileRefused(
+            path,
+            "cannot tell its source system; land it as "
+            "<landing>/<source_system>/arrival_ts=<YYYYMMDDTHHMMSSZ>/<name>.jsonl",
         )
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return LandingFile(path, source_system, source_file, arrival_ts, digest)
+    digest = hashlib.sha256(read_landing_file(real)).hexdigest()
+    return LandingFile(real, source_system, relative.as_posix(), arrival_ts, digest)
+
+
+def read_landing_file(path: Path) -> bytes:
+    """The bytes of a regular file, never following a symbolic link nor blocking on a FIFO."""
+    try:
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise FileRefused(path, f"cannot be opened: {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise FileRefused(path, f"not a regular file ({_file_kind(mode)})")
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise FileRefused(path, f"cannot be read: {exc.strerror}") from exc
+
+
+def _file_kind(mode: int) -> str:
+    kinds = {
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISSOCK: "a socket",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISDIR: "a folder",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), f"mode {mode:o}")
+
+
+def split_lines(data: bytes, max_line_bytes: int = MAX_LINE_BYTES) -> list[bytes]:
+    """A file's lines: the bytes up to each ``\\n`` (and after the last one, if any).
+
+    A ``\\r`` before the ``\\n`` (CRLF) is dropped, and so is a UTF-8 BOM opening the file;
+    nothing else ends a line (``\\r`` alone, U+2028, U+0085 may sit inside a JSON string).
+    An empty file has no line. Raises ``ValueError`` for a line over ``max_line_bytes``.
+    """
+    if data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM) :]
+    if not data:
+        return []
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the final line end
+    lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
+    for number, line in enumerate(lines, start=1):
+        if len(line) > max_line_bytes:
+            raise ValueError(
+                f"line {number} is {len(line):,} bytes, over the {max_line_bytes:,}-byte limit "
+                "of one bronze row"
+            )
+    return lines
+
+
+def decode_line(line: bytes) -> tuple[str, str | None]:
+    """The line as text, and an error when it is not UTF-8 (its bad bytes then appear as
+    ``\\xNN`` escapes in the text, so the raw record stays exact and readable)."""
+    try:
+        return line.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        text = line.decode("utf-8", errors="backslashreplace")
+        return text, f"not UTF-8: byte 0x{line[exc.start]:02x} at byte {exc.start + 1}"
 
 
 def _text(value: object) -> str | None:
@@ -197,51 +329,125 @@ def parse_event_ts(text: str | None) -> datetime | None:
     return parsed
 
 
+class _NotJson(ValueError):
+    """Text Python's ``json`` accepts but RFC 8259 JSON does not (or leaves ambiguous)."""
+
+
+def _no_constant(name: str) -> object:
+    raise _NotJson(f"{name} is not a JSON value")
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _NotJson(f"duplicate key {key!r}")
+            seen.add(key)
+    return record
+
+
 def parse_line(line: str) -> tuple[dict[str, str | None], str | None]:
-    """The record's fields as text, and a parse error (None when the line is a JSON object)."""
+    """The record's fields as text, and a parse error (None when the line is a JSON object).
+
+    Strict RFC 8259: ``NaN``/``Infinity``, duplicate keys (which value counts differs
+    between parsers) and unpaired surrogates (no UTF-8 text holds them) are errors, and so
+    is nesting too deep for the parser. Numbers keep their text (``1e400``, 2**64).
+    """
     try:
-        record = json.loads(line, parse_float=str, parse_int=str, parse_constant=str)
+        record = json.loads(
+            line,
+            parse_float=str,
+            parse_int=str,
+            parse_constant=_no_constant,
+            object_pairs_hook=_unique_keys,
+        )
     except json.JSONDecodeError as exc:
         return {}, f"invalid JSON: {exc.msg} at column {exc.colno}"
+    except _NotJson as exc:
+        return {}, f"invalid JSON: {exc}"
+    except RecursionError:
+        return {}, "invalid JSON: nested too deeply"
     if not isinstance(record, dict):
         return {}, f"not a JSON object: {type(record).__name__}"
-    return {name: _text(record.get(name)) for name in FIELDS}, None
+    fields = {name: _text(record.get(name)) for name in FIELDS}
+    for name, value in fields.items():
+        if value is not None and not _is_utf8(value):
+            return {}, f"invalid JSON: {name} holds an unpaired surrogate escape"
+    return fields, None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def parse_landing_line(line: bytes) -> tuple[str, dict[str, str | None], str | None]:
+    """One line of a landing file: its text, its fields and its parse error (``_rows``)."""
+    text, error = decode_line(line)
+    if error is not None:
+        return text, {}, error
+    if not text.strip():
+        return text, {}, "blank line"
+    fields, error = parse_line(text)
+    return text, fields, error
 
 
 def _rows(
     landing_file: LandingFile, ingestion_id: str, ingested_at: datetime
-) -> Iterable[tuple[object, ...]]:
+) -> list[tuple[object, ...]]:
+    """The file's bronze rows; ``FileRefused`` when it changed since it was hashed or has a
+    line too long (then nothing of it is written)."""
+    data = read_landing_file(landing_file.path)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != landing_file.sha256:
+        raise FileRefused(
+            landing_file.path,
+            f"changed while being ingested (sha256 {landing_file.sha256[:12]}... when found, "
+            f"{digest[:12]}... when read); nothing of it was written, the next ingest takes it",
+        )
+    try:
+        lines = split_lines(data)
+    except ValueError as exc:
+        raise FileRefused(landing_file.path, str(exc)) from exc
     arrival = landing_file.arrival_ts or ingested_at
     arrival = arrival.astimezone(UTC).replace(tzinfo=None) if arrival.tzinfo else arrival
     arrival_date: date = arrival.date()
     ingested = ingested_at.astimezone(UTC).replace(tzinfo=None)
-    text = landing_file.path.read_text(encoding="utf-8", errors="replace")
-    for number, line in enumerate(text.splitlines(), start=1):
-        fields, error = parse_line(line) if line.strip() else ({}, "blank line")
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        text, fields, error = parse_landing_line(line)
         event_raw = fields.get("event_ts")
-        yield (
-            f"{landing_file.sha256}:{number}",
-            landing_file.source_system,
-            landing_file.source_file,
-            landing_file.sha256,
-            number,
-            ingestion_id,
-            ingested,
-            arrival,
-            arrival_date,
-            parse_event_ts(event_raw),
-            line,
-            error,
-            fields.get("transaction_id"),
-            fields.get("record_type"),
-            fields.get("store_id"),
-            fields.get("product_id"),
-            fields.get("quantity"),
-            fields.get("unit_price"),
-            fields.get("discount"),
-            event_raw,
-            fields.get("corrects_transaction_id"),
+        rows.append(
+            (
+                f"{landing_file.sha256}:{number}",
+                landing_file.source_system,
+                landing_file.source_file,
+                landing_file.sha256,
+                number,
+                ingestion_id,
+                ingested,
+                arrival,
+                arrival_date,
+                parse_event_ts(event_raw),
+                text,
+                error,
+                fields.get("transaction_id"),
+                fields.get("record_type"),
+                fields.get("store_id"),
+                fields.get("product_id"),
+                fields.get("quantity"),
+                fields.get("unit_price"),
+                fields.get("discount"),
+                event_raw,
+                fields.get("corrects_transaction_id"),
+            )
         )
+    return rows
 
 
 def ingested_hashes(spark: SparkSession) -> set[str]:
@@ -250,28 +456,71 @@ def ingested_hashes(spark: SparkSession) -> set[str]:
     return {row.file_sha256 for row in ledger.union(bronze).distinct().collect()}
 
 
+@dataclass
+class _Ingested:
+    """What the ledger and bronze hold: each content hash's first file, each file's hashes."""
+
+    by_sha: dict[str, str] = field(default_factory=dict)
+    by_path: dict[str, set[str]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, spark: SparkSession) -> _Ingested:
+        columns = ("file_sha256", "source_file", "arrival_ts")
+        ledger = spark.table(LEDGER_TABLE).select(*columns)
+        bronze = spark.table(BRONZE_TABLE).select(*columns)
+        known = cls()
+        for row in ledger.union(bronze).distinct().orderBy("arrival_ts", "source_file").collect():
+            known.add(row.file_sha256, row.source_file)
+        return known
+
+    def add(self, sha256: str, source_file: str) -> None:
+        self.by_sha.setdefault(sha256, source_file)
+        self.by_path.setdefault(source_file, set()).add(sha256)
+
+
 def ingest(
     spark: SparkSession,
     landing: Path,
     paths: Sequence[Path] = (),
     *,
     now: datetime | None = None,
+    strict: bool = True,
 ) -> IngestResult:
-    """Append every not-yet-ingested landing file (or just ``paths``) to bronze."""
+    """Append every not-yet-ingested landing file (or just ``paths``) to bronze.
+
+    A file ``describe`` refuses, or whose content changed since it was ingested, is refused
+    (listed in ``result.refused`` with its reason) and every other file is ingested as
+    usual; then, when any was refused and ``strict``, ``FilesRefused`` is raised (it carries
+    the result). A file whose content was already ingested under any name is skipped.
+    """
     ensure_tables(spark)
     ingested_at = now or datetime.now(UTC)
     result = IngestResult(ingestion_id=uuid.uuid4().hex)
-    candidates = [describe(p, landing) for p in discover(landing, paths)]
-    seen = ingested_hashes(spark)
+    known = _Ingested.read(spark)
     todo: list[LandingFile] = []
-    for candidate in candidates:
-        if candidate.sha256 in seen:
-            _skip(result, candidate)
+    for path in discover(landing, paths):
+        try:
+            candidate = describe(path, landing)
+        except FileRefused as refusal:
+            _refuse(result, refusal)
             continue
-        seen.add(candidate.sha256)
-        todo.append(candidate)
-    if not todo:
-        return result
+        earlier = known.by_path.get(candidate.source_file, set())
+        if earlier and candidate.sha256 not in earlier:
+            _refuse(
+                result,
+                FileRefused(
+                    candidate.path,
+                    f"changed since it was ingested (sha256 {candidate.sha256[:12]}... now, "
+                    f"{', '.join(sorted(s[:12] + '...' for s in earlier))} in bronze); landing "
+                    "files are immutable: land the new content under a new name in a new "
+                    "arrival folder",
+                ),
+            )
+        elif candidate.sha256 in known.by_sha:
+            _skip(result, candidate, known.by_sha[candidate.sha256])
+        else:
+            known.add(candidate.sha256, candidate.source_file)
+            todo.append(candidate)
 
     batch: list[LandingFile] = []
     batch_rows = 0
@@ -283,14 +532,25 @@ def ingest(
             batch, batch_rows = [], 0
     if batch:
         _append(spark, batch, result, ingested_at)
+    if result.refused and strict:
+        raise FilesRefused(result)
     return result
 
 
-def _skip(result: IngestResult, landing_file: LandingFile) -> None:
+def _refuse(result: IngestResult, refusal: FileRefused) -> None:
+    if any(r["path"] == refusal.path for r in result.refused):
+        return  # refused again by a commit retry
+    result.files_refused += 1
+    result.refused.append({"path": refusal.path, "reason": refusal.reason})
+
+
+def _skip(result: IngestResult, landing_file: LandingFile, duplicate_of: str = "") -> None:
     result.files_skipped += 1
-    result.skipped.append(
-        {"source_file": landing_file.source_file, "reason": "content already ingested"}
-    )
+    entry = {"source_file": landing_file.source_file, "reason": "content already ingested"}
+    if duplicate_of and duplicate_of != landing_file.source_file:
+        entry["reason"] = f"content already ingested as {duplicate_of}"
+        entry["duplicate_of"] = duplicate_of
+    result.skipped.append(entry)
 
 
 def _append(
@@ -327,9 +587,12 @@ def _commit(
     ledger: list[tuple[object, ...]] = []
     ingested: list[dict[str, object]] = []
     for landing_file in files:
-        before = len(rows)
-        rows.extend(_rows(landing_file, result.ingestion_id, ingested_at))
-        count = len(rows) - before
+        try:
+            file_rows = _rows(landing_file, result.ingestion_id, ingested_at)
+        except FileRefused as refusal:  # nothing of it is written; the others are
+            _refuse(result, refusal)
+            continue
+        rows.extend(file_rows)
         arrival = landing_file.arrival_ts or ingested_at
         ledger.append(
             (
@@ -337,37 +600,41 @@ def _commit(
                 landing_file.source_system,
                 landing_file.source_file,
                 arrival.astimezone(UTC).replace(tzinfo=None),
-                count,
+                len(file_rows),
                 result.ingestion_id,
                 ingested_at.astimezone(UTC).replace(tzinfo=None),
             )
         )
-        ingested.append({"source_file": landing_file.source_file, "rows": count})
+        ingested.append({"source_file": landing_file.source_file, "rows": len(file_rows)})
+    if not ledger:
+        return
     schema = spark.table(BRONZE_TABLE).schema  # `_rows` yields in the DDL's column order
     frame = pd.DataFrame.from_records(rows, columns=schema.fieldNames())
 
-    spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
-    bronze = spark.createDataFrame(frame, schema=schema)
-    # The key index first: a crash before the bronze commit leaves only extra index rows.
-    bronze.createOrReplaceTempView(_BATCH_VIEW)
-    try:
-        append_key_index(spark, _BATCH_VIEW)
-    finally:
-        spark.catalog.dropTempView(_BATCH_VIEW)
-    arrival_dates = date_list("b.arrival_date", set(frame["arrival_date"]))
-    (
-        DeltaTable.forName(spark, BRONZE_TABLE)
-        .alias("b")
-        .merge(
-            bronze.alias("s"),
-            f"{arrival_dates} AND b.file_sha256 = s.file_sha256 AND b.line_number = s.line_number",
+    if rows:  # else only empty files: their ledger entries, no bronze commit
+        spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
+        bronze = spark.createDataFrame(frame, schema=schema)
+        # The key index first: a crash before the bronze commit leaves only extra index rows.
+        bronze.createOrReplaceTempView(_BATCH_VIEW)
+        try:
+            append_key_index(spark, _BATCH_VIEW)
+        finally:
+            spark.catalog.dropTempView(_BATCH_VIEW)
+        arrival_dates = date_list("b.arrival_date", set(frame["arrival_date"]))
+        (
+            DeltaTable.forName(spark, BRONZE_TABLE)
+            .alias("b")
+            .merge(
+                bronze.alias("s"),
+                f"{arrival_dates} AND b.file_sha256 = s.file_sha256 "
+                "AND b.line_number = s.line_number",
+            )
+            .whenNotMatchedInsertAll()
+            .execute()
         )
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
     entries = spark.createDataFrame(ledger, schema=spark.table(LEDGER_TABLE).schema)
     entries.write.format("delta").mode("append").saveAsTable(LEDGER_TABLE)
     result.ingested += ingested
     result.rows += len(frame)
     result.rows_with_parse_error += int(frame["parse_error"].notna().sum())
-    result.files_ingested += len(files)
+    result.files_ingested += len(ledger)

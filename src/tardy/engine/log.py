@@ -2,7 +2,7 @@
 
 ``tardy.restatement_log`` is append-only (``delta.appendOnly``). Each action of a restatement
 (staged, audit_failed, breaker_tripped, promoting, promoted, rolling_back, rolled_back,
-discarded, ...)
+discarding, discarded, ...)
 appends a row carrying everything known at that point: reason, actor, intervals per model,
 rows and sums before/after, input bronze version and arrival watermark, code version, SQLMesh
 snapshot versions, table Delta versions before/after and audit results. Structured values are
@@ -40,6 +40,7 @@ class Action(StrEnum):
     BREAKER_TRIPPED = "breaker_tripped"
     PROMOTING = "promoting"
     PROMOTED = "promoted"
+    DISCARDING = "discarding"  # undoing a promotion that stopped half-way, then the stage
     DISCARDED = "discarded"
     ROLLING_BACK = "rolling_back"
     ROLLED_BACK = "rolled_back"
@@ -47,7 +48,7 @@ class Action(StrEnum):
 
 # Intents: written before a change to several tables (or the stage). A restatement whose
 # latest action is one of them was interrupted; whoever takes the lock next finishes it.
-INTERRUPTED = (Action.STAGING, Action.PROMOTING, Action.ROLLING_BACK)
+INTERRUPTED = (Action.STAGING, Action.PROMOTING, Action.ROLLING_BACK, Action.DISCARDING)
 
 
 LOG_TABLE = "tardy.restatement_log"

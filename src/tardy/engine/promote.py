@@ -6,12 +6,15 @@ whose recomputed rows equal prod's is not promoted; a table with none is not tou
 Delta commit per table, upstream first. Each commit is tagged with the restatement id in the
 Delta commit's ``userMetadata``, so a promotion interrupted at any point (kill -9) can tell,
 from the tables' own history, which tables are already promoted: resuming skips those and
-commits the others. A prod table that got any other commit since it was staged is refused
-(the staged rows would be stale): restate again.
+commits the others. Every table is checked before the first commit (``check``): when any prod
+table got another commit since it was staged (the staged rows would be stale), nothing is
+committed and the caller is told to discard and restate again.
 
 Rollback restores every promoted table to its pre-promotion version (``RESTORE TABLE ...
 TO VERSION AS OF``, itself one tagged Delta commit), refusing, before restoring anything, when
-any of them changed after the promotion.
+any of them changed after the promotion (``check_rollback``). The same restores undo a
+partial promotion when a restatement stuck ``promoting`` is discarded (``promoted_versions``
+says which tables an interrupted promotion already committed).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import typing as t
+from dataclasses import dataclass, field
 
 from tardy.engine import delta
 from tardy.errors import RestatementFailed
@@ -28,9 +32,10 @@ if t.TYPE_CHECKING:
 
     from tardy.engine.stage import StagedTable
 
-# Test hook: kill -9 this process right after promoting (restoring) N tables ("promote:N",
-# "rollback:N"), to prove that an interrupted promotion (rollback) resumes; never set
-# outside tests.
+# Test hook: kill -9 this process right after staging (promoting, restoring) N tables
+# ("stage:N", "promote:N", "rollback:N"), to prove that an interrupted restatement is
+# recovered; a process that leads its own process group (started with
+# ``start_new_session``) kills the whole group, its Spark JVM included. Never set outside tests.
 FAILPOINT = "TARDY_FAILPOINT"
 
 
@@ -42,35 +47,91 @@ def tag(restatement_id: str, action: str) -> str:
     return f"tardy:{action}:{restatement_id}"
 
 
-def _failpoint(action: str, done: int) -> None:
+def failpoint(action: str, done: int) -> None:
     if os.environ.get(FAILPOINT) == f"{action}:{done}":
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpgrp(), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def promote(
-    spark: SparkSession, restatement_id: str, staged: list[StagedTable]
-) -> tuple[dict[str, int], list[str]]:
-    """Commit each staged table's intervals into prod (idempotent).
+def _changes(commits: list[t.Any]) -> str:
+    return f"{commits[0].version - 1} -> {commits[-1].version}, " + ", ".join(
+        sorted({str(c.operation) for c in commits})
+    )
 
-    Returns the prod Delta version after promotion per table, and the tables this call
-    committed (the others were promoted by an earlier, interrupted call).
-    """
+
+@dataclass
+class Checked:
+    """Where each staged table with changed days stands before promotion commits anything."""
+
+    promoted: dict[str, int] = field(default_factory=dict)  # model -> our commit's version
+    pending: list[StagedTable] = field(default_factory=list)  # still to commit
+
+
+def check(spark: SparkSession, restatement_id: str, staged: list[StagedTable]) -> Checked:
+    """Read every table's history since staging: the tables an earlier (interrupted) call
+    promoted, and those left. Raises ``ProdChangedError``, naming every table that got
+    another commit since staging, before anything is committed."""
     marker = tag(restatement_id, "promote")
-    after: dict[str, int] = {}
-    committed: list[str] = []
-    _failpoint("promote", 0)
+    checked = Checked()
+    stale: list[str] = []
     for table in (table for table in staged if table.changed):
         commits = delta.history(spark, table.prod_table, table.version_before)
         ours = [c for c in commits if c.userMetadata == marker]
         if ours:
-            after[table.model] = int(ours[-1].version)
-            continue
-        if commits:
-            raise ProdChangedError(
-                f"{table.model} ({table.prod_table}) changed since it was staged: version "
-                f"{table.version_before} -> {commits[-1].version} ({commits[-1].operation}); "
-                "discard this restatement and run `tardy restate` again"
-            )
+            checked.promoted[table.model] = int(ours[-1].version)
+        elif commits:
+            stale.append(f"{table.model} ({table.prod_table}, version {_changes(commits)})")
+        else:
+            checked.pending.append(table)
+    if stale:
+        done = (
+            f"; {', '.join(checked.promoted)} were promoted by an earlier, interrupted call"
+            if checked.promoted
+            else ""
+        )
+        raise ProdChangedError(
+            f"prod changed since restatement {restatement_id} was staged (e.g. a `sqlmesh "
+            f"run`): {'; '.join(stale)}. Its staged rows are stale, so nothing was promoted"
+            f"{done}. Run `tardy discard {restatement_id}`, then `tardy restate --reason ...` "
+            "to stage the same late rows again on the current prod"
+        )
+    return checked
+
+
+def promoted_versions(
+    spark: SparkSession, restatement_id: str, staged: list[StagedTable]
+) -> dict[str, int]:
+    """The tables a (possibly interrupted) promotion committed: model -> its commit's version,
+    upstream first."""
+    marker = tag(restatement_id, "promote")
+    versions: dict[str, int] = {}
+    for table in (table for table in staged if table.changed):
+        commits = delta.history(spark, table.prod_table, table.version_before)
+        ours = [c for c in commits if c.userMetadata == marker]
+        if ours:
+            versions[table.model] = int(ours[-1].version)
+    return versions
+
+
+def promote(
+    spark: SparkSession,
+    restatement_id: str,
+    staged: list[StagedTable],
+    checked: Checked | None = None,
+) -> tuple[dict[str, int], list[str]]:
+    """Commit each staged table's intervals into prod (idempotent).
+
+    ``checked`` is ``check``'s answer when the caller already asked (it is asked here
+    otherwise). Returns the prod Delta version after promotion per table, and the tables
+    this call committed (the others were promoted by an earlier, interrupted call).
+    """
+    marker = tag(restatement_id, "promote")
+    checked = checked or check(spark, restatement_id, staged)
+    after = dict(checked.promoted)
+    committed: list[str] = []
+    failpoint("promote", 0)
+    for table in checked.pending:
         days = table.predicate(table.changed)
         with delta.tagged_commits(spark, marker):
             delta.replace_where(
@@ -82,8 +143,43 @@ def promote(
             latest = [c for c in commits if c.userMetadata == marker][-1]
         after[table.model] = int(latest.version)
         committed.append(table.model)
-        _failpoint("promote", len(after))
-    return after, committed
+        failpoint("promote", len(after))
+    order = [table.model for table in staged if table.model in after]
+    return {model: after[model] for model in order}, committed
+
+
+def check_rollback(
+    spark: SparkSession,
+    restatement_id: str,
+    tables: dict[str, str],
+    after: dict[str, int],
+    *,
+    undo: str,
+) -> list[str]:
+    """The promoted tables (model -> prod table; ``after``: the version its promotion left)
+    still to restore, downstream first; those this rollback already restored are left out.
+
+    Raises ``ProdChangedError``, naming every table that changed after the promotion, before
+    anything is restored; ``undo`` is the message's advice on what to do instead.
+    """
+    marker = tag(restatement_id, "rollback")
+    pending: list[str] = []
+    changed: list[str] = []
+    for model in reversed(list(after)):
+        commits = delta.history(spark, tables[model], after[model])
+        if any(c.userMetadata == marker for c in commits):
+            continue
+        if commits:
+            changed.append(f"{model} ({tables[model]}, version {_changes(commits)})")
+        else:
+            pending.append(model)
+    if changed:
+        raise ProdChangedError(
+            f"nothing was restored: {'; '.join(changed)} changed after restatement "
+            f"{restatement_id} was promoted (e.g. a `sqlmesh run`), and restoring the "
+            f"pre-promotion version would also undo that change. {undo}"
+        )
+    return pending
 
 
 def rollback(
@@ -92,38 +188,29 @@ def rollback(
     tables: dict[str, str],
     before: dict[str, int],
     after: dict[str, int],
+    pending: list[str] | None = None,
 ) -> dict[str, int]:
     """Restore each promoted table (model -> prod table) to its pre-promotion version.
 
     Downstream first; idempotent (a table already restored by this rollback is skipped).
-    Every table is checked before the first restore: when any changed after the promotion,
-    nothing is restored.
+    Every table is checked before the first restore (``check_rollback``, unless the caller
+    passes its answer as ``pending``): when any changed after the promotion, nothing is
+    restored.
     """
     marker = tag(restatement_id, "rollback")
+    if pending is None:
+        pending = check_rollback(spark, restatement_id, tables, after, undo="")
     versions: dict[str, int] = {}
-    pending: list[str] = []
     for model in reversed(list(after)):
-        table = tables[model]
-        commits = delta.history(spark, table, after[model])
-        ours = [c for c in commits if c.userMetadata == marker]
-        if ours:
-            versions[model] = int(ours[-1].version)
+        if model in pending:
             continue
-        if commits:
-            raise ProdChangedError(
-                f"{model} ({table}) changed after the promotion (version {after[model]} -> "
-                f"{commits[-1].version}, {commits[-1].operation}, e.g. a `sqlmesh run`): "
-                f"restoring version {before[model]} would also undo that change, so nothing "
-                "was rolled back. Prod reflects bronze as the restatement read it; to change "
-                "those days now, fix the cause (the model, or a correction landed in bronze) "
-                "and run `tardy restate`"
-            )
-        pending.append(model)
+        commits = delta.history(spark, tables[model], after[model])
+        versions[model] = int([c for c in commits if c.userMetadata == marker][-1].version)
     for model in pending:
         table = tables[model]
         with delta.tagged_commits(spark, marker):
             delta.restore(spark, table, before[model])
         commits = delta.history(spark, table, after[model])
         versions[model] = int([c for c in commits if c.userMetadata == marker][-1].version)
-        _failpoint("rollback", len(versions))
+        failpoint("rollback", len(versions))
     return versions

@@ -11,7 +11,11 @@
   interrupted promotion; idempotent.
 - ``rollback``: restore every table a promotion changed to its pre-promotion version, and put
   the arrival watermark back so that ``tardy detect`` sees those rows again.
-- ``discard``: drop a staged restatement.
+- ``discard``: drop a staged restatement; or undo a promotion that stopped half-way (a
+  restatement stuck ``promoting``): restore the tables it already committed, then drop the
+  stage.
+- ``hold``: take the restatement lock before the project and Spark open (the CLI does), so
+  that on the embedded default the lock, not the metastore, decides between two processes.
 
 Every step appends to the restatement log (``tardy.restatement_log``); the log is also what
 ``promote``/``rollback`` read back, so they work from a new process. Each step's seconds and
@@ -24,7 +28,7 @@ import json
 import secrets
 import typing as t
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import StrEnum
@@ -34,7 +38,7 @@ from tardy import lock
 from tardy.engine import audit, delta, log, sqlmesh_api
 from tardy.engine import promote as promotion
 from tardy.engine.closure import Closure, days_of, ranges
-from tardy.engine.detect import Manifest, advance_watermark, detect
+from tardy.engine.detect import WATERMARK_TABLE, Manifest, advance_watermark, detect
 from tardy.engine.diff import Breaker, Diff, breaker, diff_table
 from tardy.engine.log import Action, LogEntry
 from tardy.engine.stage import StagedTable, drop_stage, prepare, write
@@ -129,6 +133,7 @@ def restate(
     promote: bool = True,
     accept_large_change: bool = False,
     threshold: float | None = None,
+    restatement_id: str | None = None,
 ) -> Outcome:
     if not reason.strip():
         raise ValueError("a restatement needs a --reason")
@@ -137,12 +142,12 @@ def restate(
         with meter.step("detect"):
             manifest = detect(context, spark)
         return Outcome(None, Status.DRY_RUN, manifest, **meter.as_dict())  # type: ignore[arg-type]
-    restatement_id = new_id()
+    restatement_id = restatement_id or new_id()
     with _locked(context, spark, restatement_id) as recovered:
         pending = [
             row
             for row in log.latest(spark).values()
-            if row["status"] in (Action.STAGED, Action.PROMOTING)
+            if row["status"] in (Action.STAGED, Action.PROMOTING, Action.DISCARDING)
         ]
         if pending:
             waiting = pending[0]["restatement_id"]
@@ -236,6 +241,7 @@ def stage_all(
         intervals += table_diff.intervals
         if name == watch.model:
             trips = breaker(table_diff, watch)
+        promotion.failpoint("stage", len(tables))
     review = Diff(restatement_id, intervals, watch.threshold, trips, watch.model)
     if any(r.failed and r.blocking for r in results):
         raise audit.AuditFailed(results)
@@ -413,9 +419,12 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
     }
     # The log's restated periods are the days promotion commits, not every evaluated one.
     base["intervals"] = {table.model: table.changed for table in staged if table.changed}
+    # Every table is checked before the intent: a refusal (prod changed since staging) leaves
+    # the restatement staged and prod untouched, to be discarded and restated.
+    checked = promotion.check(spark, restatement_id, staged)
     if status == Action.STAGED:
         log.append(spark, LogEntry(action=Action.PROMOTING, **base))
-    versions, committed = promotion.promote(spark, restatement_id, staged)
+    versions, committed = promotion.promote(spark, restatement_id, staged, checked)
     manifest = detail["manifest"]
     advanced = not any(manifest["absorbed_by_next_run"].values())
     if advanced:
@@ -446,6 +455,31 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
     )
 
 
+_held: set[Path] = set()  # data homes whose restatement lock this process holds (``hold``)
+
+
+@contextmanager
+def hold(restatement_id: str) -> Iterator[None]:
+    """Hold the restatement lock of the data home from now on, for ``restatement_id``.
+
+    The CLI takes it before it opens the project: on the embedded default the first process
+    to open a data home owns its DuckDB state and Derby metastore until it exits, so the
+    process that wins the lock must also be the first to open them (the loser is refused at
+    once, exit 3, before it touches either). ``_locked`` inside finds it held and only
+    recovers. Raises ``lock.LockedError`` when another process holds it.
+    """
+    root = activate().root
+    if root in _held:
+        yield
+        return
+    with lock.exclusive(root, restatement_id):
+        _held.add(root)
+        try:
+            yield
+        finally:
+            _held.discard(root)
+
+
 @contextmanager
 def _locked(context: Context, spark: SparkSession, restatement_id: str) -> Iterator[str | None]:
     """Hold the restatement lock, after finishing whatever the log says was interrupted
@@ -455,7 +489,8 @@ def _locked(context: Context, spark: SparkSession, restatement_id: str) -> Itera
     restatement, so any whose latest action is an intent (``log.INTERRUPTED``) was cut off.
     ``restatement_id``'s own interrupted work is left to the command acting on it.
     """
-    with lock.exclusive(activate().root, restatement_id):
+    root = activate().root
+    with nullcontext() if root in _held else lock.exclusive(root, restatement_id):
         done = [
             _recover(context, spark, rid, row)
             for rid, row in log.latest(spark).items()
@@ -465,9 +500,9 @@ def _locked(context: Context, spark: SparkSession, restatement_id: str) -> Itera
 
 
 def _recover(context: Context, spark: SparkSession, restatement_id: str, row: dict) -> str:
-    """Finish (promotion, rollback) or discard (staging) an interrupted restatement; says
-    what it did, or why it could not (then the restatement stays as the log says, and the
-    command goes on: one stuck restatement must not block every other)."""
+    """Finish (promotion, rollback, discard) or discard (staging) an interrupted restatement;
+    says what it did, or why it could not (then the restatement stays as the log says, and
+    the command goes on: one stuck restatement must not block every other)."""
     try:
         return _finish(context, spark, restatement_id, row)
     except RestatementFailed as error:
@@ -482,6 +517,9 @@ def _finish(context: Context, spark: SparkSession, restatement_id: str, row: dic
     if status == Action.ROLLING_BACK:
         _rollback(spark, restatement_id, row["message"] or "")
         return f"completed the interrupted rollback of restatement {restatement_id}"
+    if status == Action.DISCARDING:
+        _discard_promoting(context, spark, restatement_id)
+        return f"completed the interrupted discard of restatement {restatement_id}"
     _discard(context, spark, restatement_id, row["reason"], "interrupted while staging")
     return f"discarded restatement {restatement_id}, interrupted while staging"
 
@@ -493,13 +531,25 @@ def promote_staged(context: Context, spark: SparkSession, restatement_id: str) -
 
 
 def discard(context: Context, spark: SparkSession, restatement_id: str) -> str:
+    """``tardy discard <id>``: drop a staged restatement (prod was never touched), or undo a
+    promotion that stopped half-way (``promoting``, e.g. killed, then refused because prod
+    changed): restore the tables it committed, then drop the stage."""
     with _locked(context, spark, restatement_id):
         rows = log.entries(spark, restatement_id)
         if not rows:
             raise RestatementError(f"no restatement {restatement_id}")
         status = rows[-1]["status"]
+        if status in (Action.PROMOTING, Action.DISCARDING):
+            return _discard_promoting(context, spark, restatement_id)
         if status not in (Action.STAGED, Action.STAGING):
-            raise RestatementError(f"restatement {restatement_id} is {status}: nothing to discard")
+            hint = (
+                f"; to undo it, `tardy rollback {restatement_id} --reason ...`"
+                if status == Action.PROMOTED
+                else ""
+            )
+            raise RestatementError(
+                f"restatement {restatement_id} is {status}: nothing to discard{hint}"
+            )
         _discard(context, spark, restatement_id, rows[-1]["reason"], "discarded by request")
         return f"discarded restatement {restatement_id}; prod was never touched"
 
@@ -518,6 +568,86 @@ def _discard(
         )
 
 
+def _discard_promoting(context: Context, spark: SparkSession, restatement_id: str) -> str:
+    """Undo a promotion that stopped half-way, then drop the stage; the caller holds the lock.
+
+    The tables the promotion committed (its tagged commits) are restored to their version
+    before it, downstream first, each by one tagged ``RESTORE`` (as a rollback does); every
+    one is checked first, and the intent (``discarding``) is logged before the first restore,
+    so a discard killed half-way is finished by the next command that takes the lock. The
+    arrival watermark goes back if the promotion had advanced it.
+    """
+    entry, rows = _staged_entry(spark, restatement_id)
+    status = rows[-1]["status"]
+    detail = json.loads(entry["message"])
+    staged = [StagedTable(**table) for table in detail["staged_tables"]]
+    tables = {table.model: table.prod_table for table in staged}
+    before = {table.model: table.version_before for table in staged}
+    after = promotion.promoted_versions(spark, restatement_id, staged)
+    pending = promotion.check_rollback(
+        spark,
+        restatement_id,
+        tables,
+        after,
+        undo=f"Restatement {restatement_id} stays {status}, prod holding its rows in "
+        f"{', '.join(after)} only. To make prod whole again, recompute its days from bronze "
+        "with the stock restatement: "
+        + "; ".join(f"`{command}`" for command in detail["manifest"]["stock_commands"])
+        + " (closing such a restatement in the log is not built yet: docs/concurrency.md)",
+    )
+    common = dict(
+        restatement_id=restatement_id,
+        reason=entry["reason"],
+        intervals=entry["intervals"],
+        table_versions_before=after,
+    )
+    if status == Action.PROMOTING:
+        log.append(
+            spark,
+            LogEntry(
+                action=Action.DISCARDING,
+                message="restoring the tables its promotion committed: "
+                + (", ".join(after) or "none"),
+                **common,  # type: ignore[arg-type]
+            ),
+        )
+    versions = promotion.rollback(spark, restatement_id, tables, before, after, pending)
+    manifest = detail["manifest"]
+    if _advanced_by(spark, restatement_id):
+        since = manifest["since_bronze_version"]
+        advance_watermark(
+            spark,
+            -1 if since is None else since,
+            manifest["previous_watermark"],
+            f"discard of restatement {restatement_id}",
+        )
+    drop_stage(context, spark)
+    restored = ", ".join(f"{model} to version {before[model]}" for model in after)
+    log.append(
+        spark,
+        LogEntry(
+            action=Action.DISCARDED,
+            table_versions_after=versions,
+            message=f"discarded by request after a partial promotion; restored "
+            f"{restored or 'nothing (no table was committed)'}",
+            **common,  # type: ignore[arg-type]
+        ),
+    )
+    return (
+        f"discarded restatement {restatement_id}, whose promotion had stopped half-way: "
+        f"restored {restored or 'nothing (no table was committed)'}; the stage is dropped"
+    )
+
+
+def _advanced_by(spark: SparkSession, restatement_id: str) -> bool:
+    """Whether the latest arrival watermark was recorded by ``restatement_id``'s promotion."""
+    row = spark.sql(
+        f"SELECT reason FROM {WATERMARK_TABLE} "
+        "ORDER BY advanced_at DESC, bronze_version DESC LIMIT 1"
+    ).first()
+    return row is not None and row.reason.startswith(f"restatement {restatement_id}:")
+
+
 def rollback(
     context: Context, spark: SparkSession, restatement_id: str, reason: str
 ) -> dict[str, int]:
@@ -530,9 +660,11 @@ def rollback(
 def _rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str, int]:
     """Roll back a promoted restatement; the caller holds the lock.
 
-    Writes the intent (``rolling_back``) before the first ``RESTORE``: a rollback killed
-    between two tables is finished by the next command that takes the lock (each table's
-    restore is tagged, so a restored table is not restored twice).
+    Checks every table first (a table that changed after the promotion refuses the whole
+    rollback: the log stays ``promoted``), then writes the intent (``rolling_back``) before
+    the first ``RESTORE``: a rollback killed between two tables is finished by the next
+    command that takes the lock (each table's restore is tagged, so a restored table is not
+    restored twice).
     """
     rows = log.entries(spark, restatement_id)
     promoted = [row for row in rows if row["action"] == Action.PROMOTED]
@@ -548,6 +680,16 @@ def _rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str
     tables = {table["model"]: table["prod_table"] for table in detail["staged_tables"]}
     before = promoted[-1]["table_versions_before"]
     after = promoted[-1]["table_versions_after"]
+    pending = promotion.check_rollback(
+        spark,
+        restatement_id,
+        tables,
+        after,
+        undo="To undo the restatement now, undo its cause: land records that void or "
+        "correct the late rows it read, then run `tardy ingest` and `tardy restate --reason "
+        f'"undo {restatement_id}"` (prod follows bronze again); a rollback is possible only '
+        "until the next write to a restated table",
+    )
     if status == Action.ROLLING_BACK:  # resuming: keep the reason the rollback was given
         reason = rows[-1]["message"] or reason
     common = dict(
@@ -559,7 +701,7 @@ def _rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str
     )
     if status == Action.PROMOTED:
         log.append(spark, LogEntry(action=Action.ROLLING_BACK, **common))  # type: ignore[arg-type]
-    versions = promotion.rollback(spark, restatement_id, tables, before, after)
+    versions = promotion.rollback(spark, restatement_id, tables, before, after, pending)
     # Prod no longer reflects the restated rows: put the watermark back before them.
     since = detail["manifest"]["since_bronze_version"]
     advance_watermark(

@@ -1,0 +1,579 @@
+"""`make chaos`: kill `tardy` commands at random moments, recover, check that nothing is lost.
+
+Each trial restores one data home to a template state, starts one of ``tardy ingest``,
+``tardy restate``, ``tardy promote`` or ``tardy rollback`` as a real process in its own
+process group, SIGKILLs the whole group after a seeded random delay, then (in one check
+process) checks the state the kill left, runs the documented recovery and checks the
+invariants of issue 10:
+
+- right after the kill, every prod table's content hash is its before or its expected after
+  state (never a mix within a table), and bronze holds no landing line twice;
+- after recovery, prod equals the expected state; bronze holds each landing line exactly
+  once; every restatement in the log is in a terminal state; the arrival watermark agrees
+  with prod (``detect`` finds the late days exactly when prod lacks them); per day, bronze
+  rows = silver rows + superseded rows + quarantined rows, with bronze and superseded counted
+  by the independent pandas oracle of the tests from the landing files.
+
+Templates (built once per run, by the real CLI, on the same path so that the metastore's
+absolute locations stay valid): ``landed`` (prod built, late rows for closed days landed),
+``ingested``, ``staged`` (``restate --no-promote``) and ``promoted``. The kill delay is drawn
+uniformly between half a process's start-up and the un-killed command's measured duration.
+Seeded: ``--seed S --trials N`` replays the same commands and delays; ``--only K`` replays
+trial K alone (the templates of the last run are reused when ``TARDY_HOME`` still holds
+them).
+
+Usage: ``python bench/chaos.py [--trials 20] [--seed 7] [--only K]`` with ``TARDY_HOME`` set
+to a scratch directory (``make chaos`` does that). Exits non-zero when any trial fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import typing as t
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+COMMANDS = ("ingest", "restate", "promote", "rollback")
+# The log actions a restatement may end in once recovery is done.
+TERMINAL = {"promoted", "discarded", "rolled_back", "audit_failed", "breaker_tripped"}
+
+
+def _config() -> t.Any:
+    from tardy.simulate import SimulationConfig
+
+    return SimulationConfig(seed=11, stores=2, days=10, transactions_per_store_day=20)
+
+
+def _clock() -> datetime:
+    config = _config()
+    return datetime.combine(config.start + timedelta(days=config.days), datetime.min.time(), UTC)
+
+
+# -- the base home (child process) ---------------------------------------------------------
+
+
+def _late_lines(landing: Path) -> list[str]:
+    """Late records for closed days: new sales on two days, a correction that moves an
+    existing sale to another day, an exact duplicate of an existing record and an invalid
+    record (it must end in the quarantine)."""
+    config = _config()
+    existing = None
+    for path in sorted(landing.rglob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("record_type") == "sale" and record.get("event_ts", "").startswith(
+                str(config.start + timedelta(days=2))
+            ):
+                existing = record
+                break
+        if existing:
+            break
+    assert existing, "the simulation has no sale on day 2"
+    day = [str(config.start + timedelta(days=n)) for n in range(config.days)]
+    sale = {"record_type": "sale", "store_id": 1, "product_id": 2, "quantity": 1}
+    lines = [
+        {
+            **sale,
+            "transaction_id": f"CHAOS-{d}-{i}",
+            "unit_price": 4.5,
+            "event_ts": f"{d}T08:00:00Z",
+        }
+        for d in (day[1], day[4])
+        for i in range(2)
+    ]
+    lines.append(
+        {
+            **existing,
+            "record_type": "correction",
+            "transaction_id": f"{existing['transaction_id']}-C1",
+            "corrects_transaction_id": existing["transaction_id"],
+            "quantity": 3,
+            "event_ts": f"{day[5]}T09:30:00Z",
+        }
+    )
+    lines.append(existing)
+    lines.append(
+        {
+            **sale,
+            "transaction_id": f"CHAOS-{day[3]}-bad",
+            "quantity": -2,
+            "unit_price": 1.0,
+            "event_ts": f"{day[3]}T10:00:00Z",
+        }
+    )
+    return [json.dumps(line) for line in lines]
+
+
+def build_base() -> None:
+    """Child: prod from scratch over the simulation, a baseline restatement of its own late
+    data, then late rows for closed days landed (not ingested)."""
+    from tardy.engine.restate import restate
+    from tardy.home import activate
+    from tardy.ingest import ingest
+    from tardy.project import open_context, spark_of
+    from tardy.simulate import arrival_dir_name, simulate
+
+    home = activate()
+    context = open_context()
+    spark = spark_of(context)
+    clock = _clock()
+    simulate(_config(), home.landing, through=clock)
+    ingest(spark, home.landing)
+    context.plan("prod", execution_time=clock, auto_apply=True, no_prompts=True)
+    restate(context, spark, "chaos: baseline")
+    lines = _late_lines(home.landing)
+    for n, chunk in enumerate((lines[:3], lines[3:])):
+        folder = home.landing / "pos" / arrival_dir_name(clock + timedelta(hours=1 + n))
+        folder.mkdir(parents=True)
+        (folder / f"chaos-{n}.jsonl").write_text("\n".join(chunk) + "\n")
+
+
+# -- checks (child process) ----------------------------------------------------------------
+
+
+def _oracle() -> t.Any:
+    sys.path.insert(0, str(ROOT / "tests" / "integration"))
+    import oracle  # type: ignore[import-not-found]
+
+    return oracle
+
+
+def _landing_lines(landing: Path) -> Counter[tuple[str, int]]:
+    """(file relative to the landing root, line number) of every landing line, read here."""
+    lines: Counter[tuple[str, int]] = Counter()
+    for path in sorted(landing.rglob("*.jsonl")):
+        count = len(path.read_bytes().splitlines())
+        for number in range(1, count + 1):
+            lines[(path.relative_to(landing).as_posix(), number)] += 1
+    return lines
+
+
+def _bronze_lines(spark: t.Any) -> Counter[tuple[str, int]]:
+    rows = spark.sql(
+        "SELECT source_file, line_number, COUNT(*) AS n FROM bronze.pos_events "
+        "GROUP BY source_file, line_number"
+    ).collect()
+    return Counter({(r.source_file, int(r.line_number)): int(r.n) for r in rows})
+
+
+def _reconciliation(spark: t.Any, landing: Path) -> list[str]:
+    """Per day: bronze rows = silver + superseded + quarantined (bronze and superseded from
+    the oracle, silver and quarantine from prod)."""
+    oracle = _oracle()
+    records = oracle.records(sorted(landing.rglob("*.jsonl")), landing)
+    expected_silver = oracle.silver(records)
+    valid = records[records["valid"]]
+    bronze = Counter(str(d) for d in records["report_date"])
+    superseded = Counter(str(d) for d in valid["event_date"])
+    superseded.subtract(Counter(str(d) for d in expected_silver["event_date"]))
+    silver = {
+        str(r.d): int(r.n)
+        for r in spark.sql(
+            "SELECT event_date AS d, COUNT(*) AS n FROM silver.sales_transactions GROUP BY 1"
+        ).collect()
+    }
+    quarantined = {
+        str(r.d): int(r.n)
+        for r in spark.sql(
+            "SELECT report_date AS d, COUNT(*) AS n FROM silver.sales_quarantine GROUP BY 1"
+        ).collect()
+    }
+    problems = []
+    for day in sorted(set(bronze) | set(silver) | set(quarantined)):
+        total = silver.get(day, 0) + superseded.get(day, 0) + quarantined.get(day, 0)
+        if bronze.get(day, 0) != total:
+            problems.append(
+                f"{day}: bronze {bronze.get(day, 0)} != silver {silver.get(day, 0)} + "
+                f"superseded {superseded.get(day, 0)} + quarantined {quarantined.get(day, 0)}"
+            )
+    return problems
+
+
+def _states(fingerprints: dict[str, t.Any], before: dict, after: dict) -> dict[str, str]:
+    return {
+        table: "before" if fp == before[table] else "after" if fp == after[table] else "MIXED"
+        for table, fp in fingerprints.items()
+    }
+
+
+def _cli(*argv: str) -> int:
+    from tardy.cli import main
+
+    return main(list(argv))
+
+
+@dataclass
+class Check:
+    phase: str = ""
+    recovery: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def check_trial(spec_path: Path) -> None:
+    """Child: the state after the kill, the documented recovery, the final invariants."""
+    from tardy.engine import log
+    from tardy.engine.detect import detect
+    from tardy.fingerprint import fingerprints
+    from tardy.home import activate
+    from tardy.project import open_context, spark_of
+
+    spec = json.loads(spec_path.read_text())
+    home = activate()
+    context = open_context()
+    spark = spark_of(context)
+    check = Check()
+    states = spec["states"]
+    command, rid = spec["command"], spec["restatement_id"]
+
+    def fps() -> dict[str, t.Any]:
+        return {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
+
+    def latest() -> dict[str, str]:
+        return {i: str(row["action"]) for i, row in log.latest(spark).items()}
+
+    # 1. What the kill left.
+    killed = _states(fps(), states[spec["before"]], states[spec["after"]])
+    mixed = sorted(table for table, state in killed.items() if state == "MIXED")
+    if mixed:
+        check.problems.append(f"after the kill, tables in neither state: {mixed}")
+    twice = [key for key, n in _bronze_lines(spark).items() if n > 1]
+    if twice:
+        check.problems.append(f"after the kill, landing lines twice in bronze: {twice[:3]}")
+    actions = latest()
+    kept = sum(state == "after" for state in killed.values())
+    if command == "ingest":
+        committed = bool(_bronze_lines(spark).keys() - {tuple(x) for x in spec["bronze_before"]})
+        check.phase = "bronze committed" if committed else "before the bronze commit"
+    else:
+        new = sorted(set(actions) - set(spec["ids_before"]))
+        rid = rid or (new[-1] if new else "")
+        check.phase = f"log: {actions.get(rid, 'no row')}, {kept}/{len(killed)} tables after"
+
+    # 2. The documented recovery (README): re-run what was interrupted.
+    def run(*argv: str) -> int:
+        code = _cli(*argv)
+        check.recovery.append(f"{argv[0]}→{code}")
+        return code
+
+    if command == "ingest":
+        run("ingest")
+        run("restate", "--reason", "chaos: recovery")
+    elif command == "restate":
+        run("restate", "--reason", "chaos: recovery")
+    elif command == "promote":
+        if latest().get(rid) in {"staged", "promoting"}:
+            run("promote", rid)
+        run("restate", "--reason", "chaos: recovery")
+    else:  # rollback
+        if latest().get(rid) in {"promoted", "rolling_back"}:
+            run("rollback", rid, "--reason", "chaos: recovery")
+        if _states(fps(), states["landed"], states["landed"]) != {
+            table: "before" for table in states["landed"]
+        }:
+            check.problems.append("after the rollback's recovery, prod is not as before")
+        if not any(detect(context, spark).impacted.values()):
+            check.problems.append("rolled back, but the watermark hides the late days")
+        run("restate", "--reason", "chaos: absorb again")
+
+    # 3. The final invariants.
+    final = _states(fps(), states["promoted"], states["promoted"])
+    wrong = sorted(table for table, state in final.items() if state != "before")
+    if wrong:
+        check.problems.append(f"after recovery, tables not in the expected state: {wrong}")
+    landing_lines = _landing_lines(home.landing)
+    bronze_lines = _bronze_lines(spark)
+    if bronze_lines != landing_lines:
+        missing = landing_lines - bronze_lines
+        extra = bronze_lines - landing_lines
+        check.problems.append(
+            f"bronze != landing lines: missing {list(missing)[:3]}, extra {list(extra)[:3]}"
+        )
+    open_ = {i: a for i, a in latest().items() if a not in TERMINAL}
+    if open_:
+        check.problems.append(f"restatements not in a terminal state: {open_}")
+    if any(detect(context, spark).impacted.values()):
+        check.problems.append("prod holds the late data, but detect still finds late days")
+    check.problems.extend(_reconciliation(spark, home.landing))
+    Path(spec["result"]).write_text(json.dumps(asdict(check)))
+
+
+# -- the harness ---------------------------------------------------------------------------
+
+
+@dataclass
+class Trial:
+    number: int
+    command: str
+    delay: float
+    exit: str = ""
+    phase: str = ""
+    recovery: str = ""
+    verdict: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+class Harness:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.home = root / "home"
+        self.templates = root / "templates"
+        self.logs = root / "logs"
+        self.env = {**os.environ, "TARDY_HOME": str(self.home)}
+        self.env.pop("TARDY_FAILPOINT", None)
+        self.meta: dict[str, t.Any] = {}
+
+    def _run(self, *args: str, log: str) -> tuple[subprocess.CompletedProcess, float]:
+        started = time.perf_counter()
+        with open(self.logs / f"{log}.log", "w") as out:
+            done = subprocess.run(
+                args, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=out, text=True
+            )
+        (self.logs / f"{log}.out").write_text(done.stdout)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(args)} failed ({done.returncode}): see {self.logs}")
+        return done, time.perf_counter() - started
+
+    def _tardy(self, *args: str, log: str) -> tuple[str, float]:
+        done, seconds = self._run(str(BIN / "tardy"), *args, log=log)
+        return done.stdout, seconds
+
+    def _save(self, name: str) -> None:
+        shutil.copytree(self.home, self.templates / name, symlinks=True)
+
+    def restore(self, name: str) -> None:
+        shutil.rmtree(self.home, ignore_errors=True)
+        shutil.copytree(self.templates / name, self.home, symlinks=True)
+
+    def _fingerprint(self, log: str) -> dict[str, t.Any]:
+        return json.loads(self._tardy("fingerprint", "--json", log=log)[0])
+
+    def build(self) -> None:
+        """The four templates, their prod states and the un-killed commands' durations."""
+        meta_path = self.root / "templates.json"
+        if meta_path.exists():
+            self.meta = json.loads(meta_path.read_text())
+            return
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.logs.mkdir(parents=True)
+        self._run(str(BIN / "python"), __file__, "--build-base", log="build-base")
+        landed = self._fingerprint("fingerprint-landed")
+        bronze_before = self._bronze_lines_of_template()
+        self._save("landed")
+        started = time.perf_counter()
+        ids_before = self._log_ids("log-landed")
+        startup = time.perf_counter() - started  # a process that only reads the log
+        _, ingest = self._tardy("ingest", log="template-ingest")
+        self._save("ingested")
+        out, stage = self._tardy(
+            "restate", "--reason", "chaos", "--no-promote", "--json", log="template-restate"
+        )
+        rid = json.loads(out)["restatement_id"]
+        self._save("staged")
+        _, promote = self._tardy("promote", rid, "--json", log="template-promote")
+        promoted = self._fingerprint("fingerprint-promoted")
+        self._save("promoted")
+        _, rollback = self._tardy(
+            "rollback", rid, "--reason", "chaos", "--json", log="template-rollback"
+        )
+        if self._fingerprint("fingerprint-rolled-back") != landed:
+            raise SystemExit("template: the rollback did not restore prod as landed")
+        if promoted == landed:
+            raise SystemExit("template: the late rows changed nothing in prod")
+        self.meta = {
+            "restatement_id": rid,
+            "states": {"landed": landed, "promoted": promoted},
+            "bronze_before": bronze_before,
+            "ids_before": ids_before,
+            "startup": startup,
+            "seconds": {
+                "ingest": ingest,
+                "restate": stage + promote,
+                "promote": promote,
+                "rollback": rollback,
+            },
+        }
+        meta_path.write_text(json.dumps(self.meta))
+
+    def _bronze_lines_of_template(self) -> list[list[t.Any]]:
+        """The landing lines bronze holds before the late files are ingested."""
+        landing = self.home / "landing"
+        return [
+            [path.relative_to(landing).as_posix(), n]
+            for path in sorted(landing.rglob("*.jsonl"))
+            if not path.name.startswith("chaos-")
+            for n in range(1, len(path.read_bytes().splitlines()) + 1)
+        ]
+
+    def _log_ids(self, log: str) -> list[str]:
+        out, _ = self._tardy("log", "--json", log=log)
+        return sorted({row["restatement_id"] for row in json.loads(out)})
+
+    def trial(self, trial: Trial) -> Trial:
+        template, argv, before, after = {
+            "ingest": ("landed", ["ingest"], "landed", "landed"),
+            "restate": (
+                "ingested",
+                ["restate", "--reason", "chaos", "--json"],
+                "landed",
+                "promoted",
+            ),
+            "promote": (
+                "staged",
+                ["promote", self.meta["restatement_id"], "--json"],
+                "landed",
+                "promoted",
+            ),
+            "rollback": (
+                "promoted",
+                ["rollback", self.meta["restatement_id"], "--reason", "chaos", "--json"],
+                "promoted",
+                "landed",
+            ),
+        }[trial.command]
+        self.restore(template)
+        log = self.logs / f"trial-{trial.number:02d}-{trial.command}.log"
+        with open(log, "w") as out:
+            process = subprocess.Popen(
+                [str(BIN / "tardy"), *argv],
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            try:
+                process.wait(timeout=trial.delay)
+                trial.exit = f"done first (exit {process.returncode})"
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                trial.exit = f"at {trial.delay:.1f}s"
+        spec = {
+            "command": trial.command,
+            "restatement_id": self.meta["restatement_id"]
+            if trial.command in ("promote", "rollback")
+            else "",
+            "states": self.meta["states"],
+            "before": before,
+            "after": after,
+            "bronze_before": [tuple(x) for x in self.meta["bronze_before"]],
+            "ids_before": self.meta["ids_before"],
+            "result": str(self.root / "check.json"),
+        }
+        spec_path = self.root / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        Path(spec["result"]).unlink(missing_ok=True)
+        with open(self.logs / f"trial-{trial.number:02d}-check.log", "w") as out:
+            done = subprocess.run(
+                [str(BIN / "python"), __file__, "--check", str(spec_path)],
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        if done.returncode != 0 or not Path(spec["result"]).exists():
+            trial.problems = [f"the check process failed ({done.returncode}): {out.name}"]
+        else:
+            result = json.loads(Path(spec["result"]).read_text())
+            trial.phase, trial.problems = result["phase"], result["problems"]
+            trial.recovery = ", ".join(result["recovery"]) or "none needed"
+        trial.verdict = "FAIL" if trial.problems else "ok"
+        return trial
+
+
+def plan(seed: int, trials: int, seconds: dict[str, float], startup: float) -> list[Trial]:
+    """Commands in turn (each gets trials/4); a delay drawn uniformly between half the
+    start-up of a process (JVM, metastore) and the command's un-killed duration, so that
+    most kills land while the command works rather than while its JVM starts."""
+    rnd = random.Random(seed)
+    commands = [COMMANDS[n % len(COMMANDS)] for n in range(trials)]
+    return [
+        Trial(
+            number=n,
+            command=command,
+            delay=round(rnd.uniform(startup / 2, max(seconds[command], startup)), 1),
+        )
+        for n, command in enumerate(commands)
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--only", type=int, help="replay this trial number alone")
+    parser.add_argument("--build-base", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--check", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.build_base:
+        build_base()
+        return 0
+    if args.check:
+        check_trial(args.check)
+        return 0
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=80)
+    root = Path(os.environ.get("TARDY_HOME", ROOT / ".tardy" / "chaos")).resolve()
+    harness = Harness(root)
+    started = time.perf_counter()
+    console.print(f"chaos: seed {args.seed}, {args.trials} trials, under {root}")
+    harness.build()
+    console.print(
+        "templates built; un-killed durations (s): "
+        + ", ".join(f"{k} {v:.0f}" for k, v in harness.meta["seconds"].items())
+    )
+    trials = plan(args.seed, args.trials, harness.meta["seconds"], harness.meta["startup"])
+    if args.only is not None:
+        trials = [trials[args.only]]
+    done = []
+    for trial in trials:
+        done.append(harness.trial(trial))
+        console.print(
+            f"trial {trial.number}: {trial.command} {trial.exit}; {trial.phase}; {trial.verdict}"
+        )
+        for problem in trial.problems:
+            console.print(f"  [red]{problem}[/]")
+    table = Table(title=f"chaos, seed {args.seed}", width=80)
+    for column in ("#", "command", "killed", "phase killed in", "recovery", "verdict"):
+        table.add_column(column, overflow="fold")
+    for trial in done:
+        table.add_row(
+            str(trial.number),
+            trial.command,
+            trial.exit,
+            trial.phase,
+            trial.recovery,
+            trial.verdict,
+        )
+    console.print(table)
+    failed = [trial.number for trial in done if trial.problems]
+    console.print(
+        f"{len(done) - len(failed)}/{len(done)} trials passed in "
+        f"{time.perf_counter() - started:.0f}s"
+        + (
+            f"; replay: TARDY_HOME={root} {sys.executable} bench/chaos.py "
+            f"--seed {args.seed} --only {failed[0]}"
+            if failed
+            else ""
+        )
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

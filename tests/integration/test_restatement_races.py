@@ -1,0 +1,625 @@
+"""Restatements against other writers, each other, kills and the review commands.
+
+One small lakehouse in its own data home, built once (module fixture) and driven through a
+chain of scenarios. Each phase runs in a child process (this module run as a script:
+``build``, ``stuck``, ``after``), calling ``tardy.cli.main`` in-process for exit codes and
+messages, and the two kills happen to a child acting as ``tardy promote`` / ``tardy restate``
+(``TARDY_FAILPOINT``; the child leads its process group, so its JVM dies with it); the race
+is two real ``tardy restate`` processes. A JVM start costs 20-25 s, so processes are few:
+
+- build: prod from scratch; ``tardy restate`` started while the child has the data home open
+  is refused (exit 3), naming the process; late rows for closed days; a restatement is
+  staged, a ``sqlmesh run`` commits, ``tardy promote`` refuses (exit 2) and commits nothing;
+  ``tardy discard`` drops the stage; ``restate --dry-run`` writes nothing; the same rows are
+  staged again, and their promotion is killed after its first table;
+- stuck: a run of the gold models commits to tables the promotion had not reached; ``tardy
+  promote`` refuses (2), ``tardy restate`` is refused (3) while it is ``promoting``; ``tardy
+  discard`` restores the promoted table and drops the stage; then ``tardy restate`` is killed
+  after staging two tables;
+- race: two ``tardy restate`` at once: one is refused (3), the other discards the half-made
+  stage and restates the late rows to the end;
+- after: every restatement's log; a later daily run, then a ``tardy rollback`` that refuses
+  (2) before restoring anything.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import typing as t
+from contextlib import redirect_stderr, redirect_stdout
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tardy.home import project_root
+from tardy.simulate import SimulationConfig
+
+CONFIG = SimulationConfig(seed=3, stores=2, days=10, transactions_per_store_day=20)
+CLOCK = datetime.combine(CONFIG.start + timedelta(days=CONFIG.days), datetime.min.time(), UTC)
+BIN = Path(sys.executable).parent
+RESULT = "RESULT "
+TERMINAL = {"promoted", "discarded", "rolled_back", "audit_failed", "breaker_tripped"}
+
+
+# -- child processes: in-process work on the data home ---------------------------------------
+
+
+class Child:
+    """The phase's context and session, and what it observes."""
+
+    def __init__(self) -> None:
+        from tardy.home import activate
+        from tardy.project import open_context, spark_of
+
+        self.started = time.perf_counter()
+        self.seconds: dict[str, float] = {}  # cumulative, at each mark
+        self.home = activate()
+        self.context = open_context()
+        self.spark = spark_of(self.context)
+
+    def mark(self, step: str) -> None:
+        self.seconds[f"{len(self.seconds)} {step}"] = round(time.perf_counter() - self.started, 1)
+
+    def cli(self, *argv: str) -> dict[str, t.Any]:
+        """``tardy <argv>`` in this process: exit code, stdout (JSON when it is), stderr."""
+        from tardy import cli
+
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            code = cli.main(list(argv))
+        self.mark(argv[0])
+        text = out.getvalue()
+        try:
+            payload: t.Any = json.loads(text)
+        except ValueError:
+            payload = " ".join(text.split())
+        return {"code": code, "out": payload, "err": " ".join(err.getvalue().split())}
+
+    def report_then_kill(self, out: dict[str, t.Any], failpoint: str, *argv: str) -> None:
+        """Print the phase's result, then run ``tardy <argv>`` until the failpoint kills this
+        process and its group (it leads its group: the parent starts it in a new session)."""
+        print(RESULT + json.dumps(out, default=str), flush=True)
+        os.environ["TARDY_FAILPOINT"] = failpoint
+        self.cli(*argv)
+        raise SystemExit(f"{failpoint} was never reached")
+
+    def fingerprints(self) -> dict[str, t.Any]:
+        from tardy.fingerprint import fingerprints
+
+        return {k: v.as_dict() for k, v in fingerprints(self.context, self.spark).items()}
+
+    def versions(self) -> dict[str, int]:
+        """Each model's prod table's latest Delta version."""
+        from tardy.engine import delta, sqlmesh_api
+
+        return {
+            s.model.name: delta.version(
+                self.spark, sqlmesh_api.spark_name(s.table_name(is_deployable=True))
+            )
+            for s in sqlmesh_api.model_snapshots(self.context)
+        }
+
+    def last_commits(self) -> dict[str, list[str]]:
+        """Each model's prod table's latest Delta operation and its tag."""
+        from tardy.engine import delta, sqlmesh_api
+
+        out = {}
+        for s in sqlmesh_api.model_snapshots(self.context):
+            commit = delta.latest_commit(
+                self.spark, sqlmesh_api.spark_name(s.table_name(is_deployable=True))
+            )
+            out[s.model.name] = [commit.operation, commit.userMetadata or ""]
+        return out
+
+    def actions(self, restatement_id: str) -> list[str]:
+        from tardy.engine import log
+
+        return [row["action"] for row in log.entries(self.spark, restatement_id)]
+
+    def log_rows(self) -> int:
+        from tardy.engine import log
+
+        return len(log.entries(self.spark))
+
+    def watermarks(self) -> int:
+        from tardy.engine.detect import WATERMARK_TABLE
+
+        return self.spark.table(WATERMARK_TABLE).count()
+
+    def run(self, days: int, **kwargs: t.Any) -> None:
+        self.context.run(execution_time=CLOCK + timedelta(days=days), **kwargs)
+        self.mark("run")
+
+
+def land_late_rows(child: Child) -> None:
+    """Four sales for two closed days, arriving an hour after the clock."""
+    from tardy.ingest import ingest
+    from tardy.simulate import arrival_dir_name
+
+    late = [
+        json.dumps(
+            {
+                "transaction_id": f"RACE-{day}-{i}",
+                "record_type": "sale",
+                "store_id": 1,
+                "product_id": 2,
+                "quantity": 1,
+                "unit_price": 4.5,
+                "event_ts": f"{CONFIG.start + timedelta(days=day)}T08:00:00Z",
+            }
+        )
+        for day in (1, 4)
+        for i in range(2)
+    ]
+    folder = child.home.landing / "pos" / arrival_dir_name(CLOCK + timedelta(hours=1))
+    folder.mkdir(parents=True)
+    (folder / "late.jsonl").write_text("\n".join(late) + "\n")
+    ingest(child.spark, child.home.landing)
+
+
+def phase_build() -> dict[str, t.Any]:
+    from tardy.ingest import ingest
+    from tardy.simulate import simulate
+
+    child = Child()
+    simulate(CONFIG, child.home.landing, through=CLOCK)
+    ingest(child.spark, child.home.landing)  # this process now has the state and metastore
+    busy = subprocess.Popen(  # refused while this process holds the home (during the plan)
+        [str(BIN / "tardy"), "restate", "--reason", "busy", "--json"],
+        cwd=project_root(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    child.context.plan(
+        "prod",
+        execution_time=CLOCK,
+        auto_apply=True,
+        no_prompts=True,
+        skip_tests=True,
+        skip_linter=True,
+        no_diff=True,
+    )
+    child.mark("plan")
+    stdout, stderr = busy.communicate(timeout=600)
+    land_late_rows(child)
+    out: dict[str, t.Any] = {
+        "pid": os.getpid(),
+        "busy": {"code": busy.returncode, "out": stdout, "err": stderr[-3000:]},
+    }
+
+    # Staged, then a run commits to prod: promotion refuses and commits nothing.
+    staged = child.cli("restate", "--reason", "first", "--no-promote", "--json")
+    first = staged["out"]["restatement_id"]
+    out["first"] = {"id": first, "staged": staged, "stage_tables": stage_tables(child)}
+    versions_staged = child.versions()
+    child.run(1)
+    out["first"]["versions"] = [versions_staged, child.versions()]
+    prints, versions = child.fingerprints(), child.versions()
+    out["first"]["promote"] = child.cli("promote", first, "--json")
+    out["first"]["refused"] = {
+        "fingerprints": [prints, child.fingerprints()],
+        "versions": [versions, child.versions()],
+        "actions": child.actions(first),
+    }
+    out["first"]["discard"] = child.cli("discard", first)
+    out["first"]["discarded"] = {
+        "fingerprints": [prints, child.fingerprints()],
+        "versions": [versions, child.versions()],
+        "actions": child.actions(first),
+        "stage_tables": stage_tables(child),
+    }
+
+    before = (child.fingerprints(), child.log_rows(), child.watermarks(), stage_tables(child))
+    out["dry_run"] = child.cli("restate", "--reason", "dry", "--dry-run", "--json")
+    after = (child.fingerprints(), child.log_rows(), child.watermarks(), stage_tables(child))
+    out["dry_run_before"], out["dry_run_after"] = before, after
+
+    # The documented way on: stage the same late rows again.
+    again = child.cli("restate", "--reason", "again", "--no-promote", "--json")
+    out["again"] = {
+        "staged": again,
+        "fingerprints": child.fingerprints(),
+        "versions": child.versions(),
+        "watermarks": child.watermarks(),
+    }
+    out["seconds"] = child.seconds
+    # This process, as `tardy promote`, killed with its process group after the first table.
+    child.report_then_kill(out, "promote:1", "promote", again["out"]["restatement_id"])
+    return out
+
+
+def phase_stuck(restatement_id: str) -> dict[str, t.Any]:
+    child = Child()
+    out: dict[str, t.Any] = {
+        "killed": {
+            "actions": child.actions(restatement_id),
+            "fingerprints": child.fingerprints(),
+            "commits": child.last_commits(),
+        }
+    }
+    # Another writer commits to the gold tables the killed promotion had not reached.
+    child.run(2, select_models=["gold.*"], no_auto_upstream=True)
+    prints, versions = child.fingerprints(), child.versions()
+    out["written"] = {"fingerprints": prints, "versions": versions}
+    out["promote"] = child.cli("promote", restatement_id, "--json")
+    out["restate"] = child.cli("restate", "--reason", "blocked", "--json")
+    out["refused"] = {
+        "fingerprints": child.fingerprints(),
+        "versions": child.versions(),
+        "actions": child.actions(restatement_id),
+        "log_rows": child.log_rows(),
+    }
+    watermarks = child.watermarks()
+    out["discard"] = child.cli("discard", restatement_id)
+    out["discarded"] = {
+        "fingerprints": child.fingerprints(),
+        "versions": child.versions(),
+        "commits": child.last_commits(),
+        "actions": child.actions(restatement_id),
+        "stage_tables": stage_tables(child),
+        "watermarks": [watermarks, child.watermarks()],
+    }
+    out["seconds"] = child.seconds
+    # This process, as `tardy restate`, killed with its process group after staging 2 tables.
+    child.report_then_kill(out, "stage:2", "restate", "--reason", "killed", "--json")
+    return out
+
+
+def phase_after(promoted_id: str) -> dict[str, t.Any]:
+    from tardy.engine import log
+
+    child = Child()
+    entries = log.entries(child.spark)
+    out: dict[str, t.Any] = {
+        "log": {
+            rid: [e["action"] for e in entries if e["restatement_id"] == rid]
+            for rid in dict.fromkeys(e["restatement_id"] for e in entries)
+        },
+        "reasons": sorted({e["reason"] for e in entries}),
+        "promoted": child.fingerprints(),
+    }
+    child.run(3)  # a later daily run rewrites the restated tables' recent days
+    prints, versions = child.fingerprints(), child.versions()
+    out["rollback"] = child.cli("rollback", promoted_id, "--reason", "too late", "--json")
+    out["refused"] = {
+        "fingerprints": [prints, child.fingerprints()],
+        "versions": [versions, child.versions()],
+        "actions": child.actions(promoted_id),
+    }
+    out["seconds"] = child.seconds
+    return out
+
+
+def stage_tables(child: Child | None = None, home: Path | None = None) -> list[str]:
+    """The staged (``__dev``) tables' folders in the warehouse."""
+    root = child.home.root if child else home
+    assert root is not None
+    return sorted(p.name for p in (root / "warehouse").glob("sqlmesh__*.db/*__dev"))
+
+
+# -- the parent: real processes ---------------------------------------------------------------
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {**os.environ, "TARDY_HOME": str(home)}
+    env.pop("TARDY_FAILPOINT", None)
+    return env
+
+
+def _child(home: Path, phase: str, *args: str) -> tuple[int, dict[str, t.Any]]:
+    """Run a phase in a child process (leading its own process group); its exit code and
+    result."""
+    done = subprocess.run(
+        [str(BIN / "python"), __file__, phase, *args],
+        cwd=project_root(),
+        env=_env(home),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        start_new_session=True,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT)]
+    assert lines, f"{phase} ({done.returncode})\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.returncode, json.loads(lines[-1][len(RESULT) :])
+
+
+def _tardy(home: Path, out: Path, *args: str) -> subprocess.Popen:
+    """``tardy <args>`` started now, its output to ``out``.{out,err}."""
+    return subprocess.Popen(
+        [str(BIN / "tardy"), *args],
+        cwd=project_root(),
+        env=_env(home),
+        stdout=open(out.with_suffix(".out"), "w"),  # noqa: SIM115 (closed with the process)
+        stderr=open(out.with_suffix(".err"), "w"),  # noqa: SIM115
+        start_new_session=True,
+    )
+
+
+def _finished(process: subprocess.Popen, out: Path) -> dict[str, t.Any]:
+    started = time.perf_counter()
+    code = process.wait(timeout=900)
+    text = out.with_suffix(".out").read_text()
+    try:
+        payload: t.Any = json.loads(text)
+    except ValueError:
+        payload = text
+    return {
+        "code": code,
+        "out": payload,
+        "err": out.with_suffix(".err").read_text()[-3000:],
+        "waited": round(time.perf_counter() - started, 1),
+    }
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.Any]:
+    root = tmp_path_factory.mktemp("races")
+    home = root / "home"
+    started = time.perf_counter()
+    results: dict[str, t.Any] = {"seconds": {}}
+
+    def done(step: str) -> None:
+        results["seconds"][step] = round(time.perf_counter() - started, 1)
+
+    code, results["build"] = _child(home, "build")
+    results["promote_killed"] = {"code": code}
+    done("build, promote killed")
+    second = results["build"]["again"]["staged"]["out"]["restatement_id"]
+
+    code, results["stuck"] = _child(home, "stuck", second)
+    results["stage_killed"] = {"code": code, "stage_tables": stage_tables(home=home)}
+    done("stuck, restate killed")
+
+    racers = [
+        _tardy(home, root / f"race{i}", "restate", "--reason", "race", "--json") for i in (1, 2)
+    ]
+    results["race"] = [_finished(p, root / f"race{i}") for i, p in zip((1, 2), racers, strict=True)]
+    results["race_stage_tables"] = stage_tables(home=home)
+    done("race")
+    winner = [r for r in results["race"] if r["code"] == 0]
+    assert winner, results["race"]
+    code, results["after"] = _child(home, "after", winner[0]["out"]["restatement_id"])
+    assert code == 0, results["after"]
+    done("after")
+    print(json.dumps(results["seconds"]))  # shown with -s: where the time goes
+    return results
+
+
+def _silver(prints: dict[str, t.Any]) -> t.Any:
+    return prints["silver.sales_transactions"]
+
+
+def _gold(prints: dict[str, t.Any]) -> dict[str, t.Any]:
+    return {k: v for k, v in prints.items() if k.startswith("gold.")}
+
+
+def test_a_process_that_has_the_home_open_refuses_a_restatement_with_exit_3(
+    chain: dict[str, t.Any],
+) -> None:
+    build = chain["build"]
+    busy = build["busy"]
+    assert busy["code"] == 3, busy
+    refusal = json.loads(busy["out"])
+    assert refusal["status"] == "refused" and refusal["exit_code"] == 3
+    assert f"open in another process (pid {build['pid']}:" in refusal["error"]
+    assert "Derby metastore" in refusal["error"] and "SQLMesh state" in refusal["error"]
+    assert "Traceback" not in busy["err"]
+    assert "busy" not in chain["after"]["reasons"]  # nothing was logged
+
+
+def test_a_dry_run_writes_nothing(chain: dict[str, t.Any]) -> None:
+    build = chain["build"]
+    dry = build["dry_run"]
+    assert dry["code"] == 0 and dry["out"]["status"] == "dry_run"
+    assert dry["out"]["impacted"]["silver.sales_transactions"]  # it saw the late rows
+    assert dry["out"]["restatement_id"] is None
+    # prod fingerprints, log rows, watermark rows, staged tables
+    assert build["dry_run_after"] == build["dry_run_before"]
+    assert "dry" not in chain["after"]["reasons"]
+
+
+def test_a_run_while_staged_makes_promotion_refuse_and_discard_then_restate_works(
+    chain: dict[str, t.Any],
+) -> None:
+    first = chain["build"]["first"]
+    rid = first["id"]
+    assert first["staged"]["code"] == 0 and first["staged"]["out"]["status"] == "staged"
+    assert first["stage_tables"]  # staging made its tables
+    before_run, after_run = first["versions"]
+    assert all(after_run[m] > before_run[m] for m in first["staged"]["out"]["evaluated"])
+
+    promote = first["promote"]
+    assert promote["code"] == 2, promote
+    assert promote["out"]["status"] == "failed" and promote["out"]["exit_code"] == 2
+    error = promote["out"]["error"]
+    assert f"prod changed since restatement {rid} was staged" in error
+    assert "silver.sales_transactions" in error and "nothing was promoted" in error
+    assert f"`tardy discard {rid}`, then `tardy restate" in error
+    refused = first["refused"]
+    assert refused["fingerprints"][1] == refused["fingerprints"][0]
+    assert refused["versions"][1] == refused["versions"][0]  # not a single commit
+    assert refused["actions"] == ["staging", "staged"]  # no `promoting` intent left behind
+
+    discard = first["discard"]
+    assert discard["code"] == 0, discard
+    assert discard["out"].endswith(f"discarded restatement {rid}; prod was never touched")
+    discarded = first["discarded"]
+    assert discarded["actions"] == ["staging", "staged", "discarded"]
+    assert discarded["fingerprints"][1] == discarded["fingerprints"][0]
+    assert discarded["versions"][1] == discarded["versions"][0]
+    assert discarded["stage_tables"] == []
+
+    again = chain["build"]["again"]["staged"]
+    assert again["code"] == 0 and again["out"]["status"] == "staged"
+    silver = "silver.sales_transactions"
+    assert again["out"]["evaluated"][silver] == first["staged"]["out"]["evaluated"][silver]
+    # ... and the same late rows are promoted in the end (by the race's winner)
+    winner = next(r for r in chain["race"] if r["code"] == 0)["out"]
+    assert winner["status"] == "promoted"
+    assert winner["evaluated"][silver] == again["out"]["evaluated"][silver]
+
+
+def test_a_stuck_promotion_whose_prod_changed_is_discarded_by_restoring_what_it_promoted(
+    chain: dict[str, t.Any],
+) -> None:
+    build, stuck = chain["build"], chain["stuck"]
+    rid = build["again"]["staged"]["out"]["restatement_id"]
+    f0 = build["again"]["fingerprints"]  # prod before the promotion
+    assert chain["promote_killed"]["code"] == -signal.SIGKILL, chain["promote_killed"]
+    killed = stuck["killed"]
+    assert killed["actions"] == ["staging", "staged", "promoting"]
+    assert killed["commits"]["silver.sales_transactions"] == ["WRITE", f"tardy:promote:{rid}"]
+    assert _silver(killed["fingerprints"]) != _silver(f0)  # silver was promoted ...
+    assert _gold(killed["fingerprints"]) == _gold(f0)  # ... gold was not
+
+    written = stuck["written"]["versions"]
+    for model in ("gold.daily_store_revenue", "gold.weekly_store_revenue"):
+        assert written[model] > build["again"]["versions"][model]  # the other writer
+    assert (
+        written["silver.sales_transactions"]
+        == build["again"]["versions"]["silver.sales_transactions"] + 1
+    )  # only the promotion's commit
+
+    promote = stuck["promote"]
+    assert promote["code"] == 2, promote
+    assert "silver.sales_transactions were promoted by an earlier" in promote["out"]["error"]
+    assert f"`tardy discard {rid}`" in promote["out"]["error"]
+    restate = stuck["restate"]
+    assert restate["code"] == 3, restate
+    assert f"restatement {rid} is promoting" in restate["out"]["error"]
+    assert f"`tardy discard {rid}`" in restate["out"]["error"]
+    refused = stuck["refused"]
+    assert refused["fingerprints"] == stuck["written"]["fingerprints"]
+    assert refused["versions"] == written
+    assert refused["actions"] == ["staging", "staged", "promoting"]
+
+    discard = stuck["discard"]
+    assert discard["code"] == 0, discard
+    assert "restored silver.sales_transactions to version" in discard["out"]
+    discarded = stuck["discarded"]
+    assert discarded["actions"] == ["staging", "staged", "promoting", "discarding", "discarded"]
+    assert discarded["commits"]["silver.sales_transactions"] == [
+        "RESTORE",
+        f"tardy:rollback:{rid}",
+    ]
+    assert _silver(discarded["fingerprints"]) == _silver(f0)
+    assert _gold(discarded["fingerprints"]) == _gold(stuck["written"]["fingerprints"])
+    for model, version in discarded["versions"].items():  # one RESTORE, nothing else
+        expected = written[model] + (model == "silver.sales_transactions")
+        assert version == expected, model
+    assert discarded["stage_tables"] == []
+    assert discarded["watermarks"][1] == discarded["watermarks"][0]  # it was never advanced
+
+
+def test_a_restatement_killed_while_staging_is_discarded_by_the_next_one(
+    chain: dict[str, t.Any],
+) -> None:
+    killed = chain["stage_killed"]
+    assert killed["code"] == -signal.SIGKILL, killed
+    assert len(killed["stage_tables"]) == 2  # silver and daily staged, then the kill
+    winner = next(r for r in chain["race"] if r["code"] == 0)["out"]
+    discarded = winner["recovered"].removeprefix("discarded restatement ").split(",")[0]
+    assert winner["recovered"] == f"discarded restatement {discarded}, interrupted while staging"
+    assert chain["after"]["log"][discarded] == ["staging", "discarded"]
+    assert chain["race_stage_tables"] == []
+    # every restatement of the home ended in a terminal state
+    assert all(actions[-1] in TERMINAL for actions in chain["after"]["log"].values())
+
+
+def test_two_restatements_at_once_one_is_refused_the_other_completes(
+    chain: dict[str, t.Any],
+) -> None:
+    codes = sorted(r["code"] for r in chain["race"])
+    assert codes == [0, 3], chain["race"]
+    loser = next(r for r in chain["race"] if r["code"] == 3)
+    assert loser["out"]["status"] == "refused" and loser["out"]["exit_code"] == 3
+    error = loser["out"]["error"]
+    assert "is running (pid" in error or "is open in another process" in error, error
+    assert "Traceback" not in loser["err"]
+    winner = next(r for r in chain["race"] if r["code"] == 0)["out"]
+    assert winner["status"] == "promoted" and winner["promoted"]
+    log = chain["after"]["log"]
+    assert log[winner["restatement_id"]] == ["staging", "staged", "promoting", "promoted"]
+    assert sum(actions[0] == "staging" for actions in log.values()) == 4  # the loser: none
+    # the same rows the killed promotion had committed to silver, now everywhere
+    stuck = chain["stuck"]["killed"]["fingerprints"]
+    assert _silver(chain["after"]["promoted"]) == _silver(stuck)
+    assert _gold(chain["after"]["promoted"]) != _gold(chain["build"]["again"]["fingerprints"])
+
+
+def test_a_rollback_after_a_later_run_refuses_before_restoring_anything(
+    chain: dict[str, t.Any],
+) -> None:
+    after = chain["after"]
+    winner = next(r for r in chain["race"] if r["code"] == 0)["out"]["restatement_id"]
+    rollback = after["rollback"]
+    assert rollback["code"] == 2, rollback
+    error = rollback["out"]["error"]
+    assert error.startswith("nothing was restored: ")
+    assert f"changed after restatement {winner} was promoted" in error
+    assert "`tardy ingest`" in error and f'`tardy restate --reason "undo {winner}"`' in error
+    refused = after["refused"]
+    assert refused["fingerprints"][1] == refused["fingerprints"][0]
+    assert refused["versions"][1] == refused["versions"][0]  # no RESTORE
+    assert refused["actions"] == ["staging", "staged", "promoting", "promoted"]
+
+
+# A process holding a POSIX lock on a file, as DuckDB holds its database file; started by a
+# shell that exits at once, so that it is not this process's child (those are its own JVM).
+HOLD_POSIX_LOCK = """
+import fcntl, sys, time
+with open(sys.argv[1], "r+b") as f:
+    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("locked", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_the_busy_check_names_another_holder_of_the_state_and_ignores_its_own(
+    tmp_path: Path,
+) -> None:
+    import fcntl
+
+    from tardy.busy import home_busy
+
+    state = tmp_path / "state.duckdb"
+    state.write_bytes(b"")
+    assert home_busy(tmp_path, wait=0) is None
+    detached = '"$0" -c "$1" "$2" & echo $!'  # prints the holder's pid, then exits
+    shell = subprocess.Popen(
+        ["sh", "-c", detached, sys.executable, HOLD_POSIX_LOCK, state],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert shell.stdout is not None
+    pid = int(shell.stdout.readline())
+    try:
+        assert shell.stdout.readline().strip() == "locked"
+        busy = home_busy(tmp_path, wait=0)
+        assert busy is not None and busy.exit_code == 3
+        assert f"open in another process (pid {pid}: python -c" in str(busy)
+        assert "SQLMesh state (DuckDB, state.duckdb)" in str(busy)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        shell.wait()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert home_busy(tmp_path, wait=0) is None  # the kernel dropped the dead holder's lock
+    with open(state, "r+b") as own:  # a lock of this process (or its JVM) is not "another"
+        fcntl.lockf(own, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert home_busy(tmp_path, wait=0) is None
+
+
+if __name__ == "__main__":
+    phases = {"build": phase_build, "stuck": phase_stuck, "after": phase_after}
+    result = phases[sys.argv[1]](*sys.argv[2:])
+    print(RESULT + json.dumps(result, default=str), flush=True)
