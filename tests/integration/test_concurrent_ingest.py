@@ -10,14 +10,12 @@ commit protocol arbitrates between processes). Three rounds, each with new files
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tardy.home import project_root
+from children import run_in_own_home
+
 from tardy.simulate import SimulationConfig
 
 CONFIG = SimulationConfig(seed=5, stores=2, days=6, transactions_per_store_day=15)
@@ -89,17 +87,7 @@ def race() -> None:
 def test_two_ingests_of_the_same_files_at_once_keep_every_line_exactly_once(
     tmp_path: Path,
 ) -> None:
-    env = {**os.environ, "TARDY_HOME": str(tmp_path / "home")}
-    done = subprocess.run(
-        [sys.executable, __file__],
-        cwd=project_root(),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    rounds = json.loads(done.stdout.strip().splitlines()[-1])
+    rounds = run_in_own_home(__file__, tmp_path / "home")
     landed = 0
     for number, found in enumerate(rounds):
         assert found["errors"] == [], (number, found)

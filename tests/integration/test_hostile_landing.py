@@ -27,14 +27,11 @@ import contextlib
 import hashlib
 import io
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from tardy.home import project_root
+from children import run_in_own_home
 
 SEED = 3
 FIRST_DAY, LAST_DAY, EXECUTION_TIME = "2026-01-01", "2026-01-05", "2026-01-06"
@@ -121,17 +118,7 @@ def text_sha(line: bytes) -> str:
 def test_hostile_landing_files_are_ingested_line_by_line_or_refused_by_name(
     tmp_path: Path,
 ) -> None:
-    env = {**os.environ, "TARDY_HOME": str(tmp_path / "home")}
-    done = subprocess.run(
-        [sys.executable, __file__],
-        cwd=project_root(),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_in_own_home(__file__, tmp_path / "home")
     root, snapshot = Path(out["root"]), Path(out["snapshot"])
     cases = {c["name"]: c for c in out["cases"]["first"] + out["cases"]["second"]}
     first_names = {c["name"] for c in out["cases"]["first"]}

@@ -23,6 +23,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from children import late_sales
+
 from tardy.home import project_root
 from tardy.simulate import SimulationConfig
 
@@ -46,24 +48,9 @@ def build_and_stage() -> None:
     ingest(spark, home.landing)
     context.plan("prod", execution_time=CLOCK, auto_apply=True, no_prompts=True)
     assert restate(context, spark, "baseline").status == "nothing_to_do"
-    late = [
-        json.dumps(
-            {
-                "transaction_id": f"KILL-{day}-{i}",
-                "record_type": "sale",
-                "store_id": 1,
-                "product_id": 2,
-                "quantity": 1,
-                "unit_price": 4.5,
-                "event_ts": f"{CONFIG.start + timedelta(days=day)}T08:00:00Z",
-            }
-        )
-        for day in (1, 4)
-        for i in range(2)
-    ]
     folder = home.landing / "pos" / arrival_dir_name(CLOCK + timedelta(hours=1))
     folder.mkdir(parents=True)
-    (folder / "late.jsonl").write_text("\n".join(late) + "\n")
+    (folder / "late.jsonl").write_text(late_sales("KILL", CONFIG.start))
     ingest(spark, home.landing)
     staged = restate(context, spark, "late rows for closed days", promote=False)
     print(json.dumps({"id": staged.restatement_id, "tables": len(staged.diff.totals())}))

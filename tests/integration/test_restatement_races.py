@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from children import late_sales
 
 from tardy.home import project_root
 from tardy.simulate import SimulationConfig
@@ -143,24 +144,9 @@ def land_late_rows(child: Child) -> None:
     from tardy.ingest import ingest
     from tardy.simulate import arrival_dir_name
 
-    late = [
-        json.dumps(
-            {
-                "transaction_id": f"RACE-{day}-{i}",
-                "record_type": "sale",
-                "store_id": 1,
-                "product_id": 2,
-                "quantity": 1,
-                "unit_price": 4.5,
-                "event_ts": f"{CONFIG.start + timedelta(days=day)}T08:00:00Z",
-            }
-        )
-        for day in (1, 4)
-        for i in range(2)
-    ]
     folder = child.home.landing / "pos" / arrival_dir_name(CLOCK + timedelta(hours=1))
     folder.mkdir(parents=True)
-    (folder / "late.jsonl").write_text("\n".join(late) + "\n")
+    (folder / "late.jsonl").write_text(late_sales("RACE", CONFIG.start))
     ingest(child.spark, child.home.landing)
 
 
