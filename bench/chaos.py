@@ -138,6 +138,11 @@ def build_base() -> None:
         folder = home.landing / "pos" / arrival_dir_name(clock + timedelta(hours=1 + n))
         folder.mkdir(parents=True)
         (folder / f"chaos-{n}.jsonl").write_text("\n".join(chunk) + "\n")
+    from tardy.engine import log
+    from tardy.fingerprint import fingerprints
+
+    landed = {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
+    print(json.dumps({"landed": landed, "ids_before": sorted(log.latest(spark))}))
 
 
 # -- checks (child process) ----------------------------------------------------------------
@@ -359,50 +364,57 @@ class Harness:
     def _fingerprint(self, log: str) -> dict[str, t.Any]:
         return json.loads(self._tardy("fingerprint", "--json", log=log)[0])
 
-    def build(self) -> None:
-        """The four templates, their prod states and the un-killed commands' durations."""
+    def build(self, commands: set[str]) -> None:
+        """The templates ``commands`` need, the prod states and the un-killed commands'
+        durations (a run of ingest and restate trials only needs no staged template)."""
         meta_path = self.root / "templates.json"
         if meta_path.exists():
             self.meta = json.loads(meta_path.read_text())
-            return
+            if commands <= set(self.meta["commands"]):
+                return
         shutil.rmtree(self.root, ignore_errors=True)
         self.logs.mkdir(parents=True)
-        self._run(str(BIN / "python"), __file__, "--build-base", log="build-base")
-        landed = self._fingerprint("fingerprint-landed")
+        done, _ = self._run(str(BIN / "python"), __file__, "--build-base", log="build-base")
+        base = json.loads(done.stdout.strip().splitlines()[-1])
+        landed = base["landed"]
         bronze_before = self._bronze_lines_of_template()
         self._save("landed")
-        started = time.perf_counter()
-        ids_before = self._log_ids("log-landed")
-        startup = time.perf_counter() - started  # a process that only reads the log
-        _, ingest = self._tardy("ingest", log="template-ingest")
+        seconds: dict[str, float] = {}
+        _, seconds["ingest"] = self._tardy("ingest", log="template-ingest")
         self._save("ingested")
-        out, stage = self._tardy(
-            "restate", "--reason", "chaos", "--no-promote", "--json", log="template-restate"
-        )
-        rid = json.loads(out)["restatement_id"]
-        self._save("staged")
-        _, promote = self._tardy("promote", rid, "--json", log="template-promote")
+        rid = ""
+        if commands & {"promote", "rollback"}:
+            out, stage = self._tardy(
+                "restate", "--reason", "chaos", "--no-promote", "--json", log="template-restate"
+            )
+            rid = json.loads(out)["restatement_id"]
+            self._save("staged")
+            _, seconds["promote"] = self._tardy("promote", rid, "--json", log="template-promote")
+            seconds["restate"] = stage + seconds["promote"]
+        else:
+            _, seconds["restate"] = self._tardy(
+                "restate", "--reason", "chaos", "--json", log="template-restate"
+            )
+        started = time.perf_counter()
         promoted = self._fingerprint("fingerprint-promoted")
-        self._save("promoted")
-        _, rollback = self._tardy(
-            "rollback", rid, "--reason", "chaos", "--json", log="template-rollback"
-        )
-        if self._fingerprint("fingerprint-rolled-back") != landed:
-            raise SystemExit("template: the rollback did not restore prod as landed")
+        startup = time.perf_counter() - started  # a process that reads 6 small tables
         if promoted == landed:
             raise SystemExit("template: the late rows changed nothing in prod")
+        if "rollback" in commands:
+            self._save("promoted")
+            _, seconds["rollback"] = self._tardy(
+                "rollback", rid, "--reason", "chaos", "--json", log="template-rollback"
+            )
+            if self._fingerprint("fingerprint-rolled-back") != landed:
+                raise SystemExit("template: the rollback did not restore prod as landed")
         self.meta = {
+            "commands": sorted(commands),
             "restatement_id": rid,
             "states": {"landed": landed, "promoted": promoted},
             "bronze_before": bronze_before,
-            "ids_before": ids_before,
+            "ids_before": base["ids_before"],
             "startup": startup,
-            "seconds": {
-                "ingest": ingest,
-                "restate": stage + promote,
-                "promote": promote,
-                "rollback": rollback,
-            },
+            "seconds": seconds,
         }
         meta_path.write_text(json.dumps(self.meta))
 
@@ -415,10 +427,6 @@ class Harness:
             if not path.name.startswith("chaos-")
             for n in range(1, len(path.read_bytes().splitlines()) + 1)
         ]
-
-    def _log_ids(self, log: str) -> list[str]:
-        out, _ = self._tardy("log", "--json", log=log)
-        return sorted({row["restatement_id"] for row in json.loads(out)})
 
     def trial(self, trial: Trial) -> Trial:
         template, argv, before, after = {
@@ -493,12 +501,17 @@ class Harness:
         return trial
 
 
+def planned_commands(trials: int) -> list[str]:
+    """The command of each trial: in turn, so that each gets trials/4."""
+    return [COMMANDS[n % len(COMMANDS)] for n in range(trials)]
+
+
 def plan(seed: int, trials: int, seconds: dict[str, float], startup: float) -> list[Trial]:
     """Commands in turn (each gets trials/4); a delay drawn uniformly between half the
     start-up of a process (JVM, metastore) and the command's un-killed duration, so that
     most kills land while the command works rather than while its JVM starts."""
     rnd = random.Random(seed)
-    commands = [COMMANDS[n % len(COMMANDS)] for n in range(trials)]
+    commands = planned_commands(trials)
     return [
         Trial(
             number=n,
@@ -532,7 +545,8 @@ def main() -> int:
     harness = Harness(root)
     started = time.perf_counter()
     console.print(f"chaos: seed {args.seed}, {args.trials} trials, under {root}")
-    harness.build()
+    commands = planned_commands(args.trials)
+    harness.build({commands[args.only]} if args.only is not None else set(commands))
     console.print(
         "templates built; un-killed durations (s): "
         + ", ".join(f"{k} {v:.0f}" for k, v in harness.meta["seconds"].items())
