@@ -14,6 +14,8 @@ the project's dialect; SQLGlot transpiles them to DuckDB for ``sqlmesh test``.
 - ``@key_date(key)``: the partition of ``bronze.pos_event_keys`` that indexes a key.
 - ``@records_of_keys(keys, column)``: the predicate on ``bronze.pos_events`` selecting every
   record of the keys in ``keys.column``, reading only the bronze partitions that hold them.
+- ``@restricted_records(keys, column)``: ``@records_of_keys``, or, when ``tardy restate`` sets
+  the variable ``tardy_keys``, the records of those (changed) keys only, from literal lists.
 - ``@version_rank(key[, is_valid])``: 1 for the record that wins among the valid records of a
   key.
 - ``@as_int(value)`` / ``@as_money(value)``: the typed value of a bronze text field, or NULL.
@@ -30,9 +32,11 @@ from sqlmesh.core.macros import MacroEvaluator
 # NameError, measured in a copied project) and refuses `import tardy.key_index`.
 from tardy.key_index import (
     KEY_INDEX_TABLE,
+    KEY_RESTRICTION_VARIABLE,
     fill,
     key_date_expression,
     natural_key_expression,
+    records_of_literal_keys,
 )
 
 # The templates below are Spark SQL, whatever the dialect of the calling model.
@@ -203,6 +207,20 @@ def records_of_keys(evaluator: MacroEvaluator, keys: exp.Expr, column: exp.Expr)
         key_date=key_date_expression(key),
         natural_key=natural_key_expression(),
     )
+
+
+@macro()
+def restricted_records(evaluator: MacroEvaluator, keys: exp.Expr, column: exp.Expr) -> exp.Expr:
+    """``@records_of_keys(keys, column)``, unless ``tardy restate`` restricts the model to the
+    natural keys that changed (the variable ``tardy_keys``, set only in tardy's rendering):
+    then the records of those keys, as literal lists of keys and of the arrival dates holding
+    their records (static partition pruning; a literal key CTE through the index would read
+    all of bronze, docs/key-lookups.md). Stock runs never set it: the interval path stays.
+    """
+    restriction = evaluator.var(KEY_RESTRICTION_VARIABLE)
+    if restriction is None:
+        return records_of_keys(evaluator, keys, column)
+    return records_of_literal_keys(restriction["keys"], restriction["arrival_dates"])
 
 
 @macro()

@@ -51,6 +51,7 @@ WITH interval_keys AS (
   -- partitions (exact: the index covers every bronze row). Records are validated only here,
   -- after the key match: a validity filter would be pushed by Spark below the key join and
   -- check every row read; invalid records instead rank last and count for nothing below.
+  -- `tardy restate` may restrict this to the keys that changed (@restricted_records).
   SELECT
     record_id,
     @natural_key() AS transaction_id,
@@ -65,7 +66,7 @@ WITH interval_keys AS (
     arrival_ts,
     @invalid_reason() IS NULL AS is_valid
   FROM bronze.pos_events
-  WHERE @records_of_keys(interval_keys, transaction_id)
+  WHERE @restricted_records(interval_keys, transaction_id)
 ), ranked AS (
   SELECT
     *,

@@ -25,6 +25,9 @@ predates it), ``ensure_key_index`` rebuilds it from bronze in one Delta commit.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING
 
 from sqlglot import exp, parse_one
@@ -46,6 +49,11 @@ KEY_DATE_SQL = (
     f"COALESCE(NULLIF(REGEXP_EXTRACT(:key, '{KEY_DATE_PATTERN}', 2), ''), '{KEY_DATE_FALLBACK}')"
 )
 RULES_DIALECT = "spark"
+# The render variable through which ``tardy restate`` restricts a model to a set of natural
+# keys (``@restricted_records``): unset in every stock ``sqlmesh plan``/``run``/``test``. Its
+# value maps ``"keys"`` to the natural keys and ``"arrival_dates"`` to the arrival dates
+# (ISO strings) of bronze holding all their records (from the index: ``arrival_dates_of``).
+KEY_RESTRICTION_VARIABLE = "tardy_keys"
 # Changes whenever a rule changes: an index built with other rules is rebuilt.
 RULES_VERSION = hashlib.sha256(f"{NATURAL_KEY_SQL}\n{KEY_DATE_SQL}".encode()).hexdigest()[:16]
 RULES_PROPERTY = "tardy.key_rules"
@@ -79,6 +87,39 @@ def natural_key_expression() -> exp.Expr:
 def key_date_expression(key: exp.Expr) -> exp.Expr:
     """The index partition of a key (a function of the key alone)."""
     return fill(KEY_DATE_SQL, key=key)
+
+
+def records_of_literal_keys(keys: Iterable[str], arrival_dates: Iterable[str]) -> exp.Expr:
+    """A predicate on bronze: a record of one of ``keys``, read only in ``arrival_dates``
+    (literal lists: static partition pruning on ``arrival_date``). Exact when the dates hold
+    every record of the keys (the index's dates of the keys do); FALSE without keys."""
+    keys = sorted(set(keys))
+    if not keys:
+        return exp.false()
+    dates = sorted(set(arrival_dates))
+    return exp.and_(
+        exp.column("arrival_date").isin(*(exp.cast(exp.Literal.string(d), "DATE") for d in dates))
+        if dates
+        else exp.false(),
+        natural_key_expression().isin(*(exp.Literal.string(k) for k in keys)),
+    )
+
+
+@dataclass(frozen=True)
+class KeySet:
+    """The natural keys whose rows changed in a model, and the arrival dates of bronze that
+    hold every record of them (from the key index): what ``tardy restate`` restricts a model
+    that reads ``KEY_RESTRICTION_VARIABLE`` to (``tardy.engine.stage``)."""
+
+    keys: frozenset[str]
+    arrival_dates: frozenset[date]
+
+    def variable(self) -> dict[str, list[str]]:
+        """The value of the render variable ``KEY_RESTRICTION_VARIABLE``."""
+        return {
+            "keys": sorted(self.keys),
+            "arrival_dates": sorted(d.isoformat() for d in self.arrival_dates),
+        }
 
 
 def index_rows_sql(source: str) -> str:

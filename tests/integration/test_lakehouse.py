@@ -446,10 +446,17 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         "SELECT * FROM silver.sales_transactions "
         f"WHERE event_date = DATE'{CONFIG.start + timedelta(days=6)}' ORDER BY transaction_id"
     ).first()
+    # A late duplicate: the original of a closed day's sale, sent again.
+    duplicated = spark.sql(
+        "SELECT * FROM silver.sales_transactions "
+        f"WHERE event_date = DATE'{CONFIG.start + timedelta(days=9)}' AND record_type = 'sale' "
+        "ORDER BY transaction_id"
+    ).first()
     lines = [_line(r, "void", r.event_ts) for r in sales]
     lines.append(
         _line(moved, "correction", datetime.combine(moved.event_date, time(9)) + timedelta(days=2))
     )
+    lines.append(_line(duplicated, "sale", duplicated.event_ts))
     lines.append(
         json.dumps({**LATE_SALE, "event_ts": f"{CONFIG.start + timedelta(days=9)}T10:00:00Z"})
     )
@@ -485,6 +492,21 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         "gold.store_features": [[d(1), last.isoformat()]],
     }
     assert manifest.absorbed_by_next_run["silver.sales_transactions"] == [[last.isoformat()] * 2]
+    # The changed keys, known as literals (few new rows), with the arrival dates holding
+    # every record of them: the moved and the duplicated keys span two arrival partitions.
+    changed_keys = {r.transaction_id for r in sales} | {
+        moved.transaction_id,
+        duplicated.transaction_id,
+        "LATE-1",
+        "LATE-2",
+    }
+    key_set = manifest.keys["silver.sales_transactions"]
+    assert key_set.keys == changed_keys
+    late_arrival = (clock + timedelta(hours=2)).date()
+    assert {moved.arrival_ts.date(), duplicated.arrival_ts.date(), late_arrival} <= set(
+        key_set.arrival_dates
+    )
+    assert moved.arrival_ts.date() != late_arrival
     assert manifest.stock_commands and all("--restate-model" in c for c in manifest.stock_commands)
     # Beyond MAX_INLINED_ROWS new rows, detect reads the same rows through semi-joins.
     with monkeypatch.context() as patched:
@@ -516,6 +538,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     }
     assert staged.evaluated == expected_evaluated
     assert writes_per_staged_table(context, spark) == {model: 1 for model in expected_evaluated}
+    assert_silver_was_written_by_key(context, spark, key_set)
     assert set(staged.statements) >= {"detect", "stage", "audit", "diff"}
     assert all(staged.statements[step] > 0 for step in ("stage", "audit", "diff"))
     by_interval = {(i.model, tuple(i.interval)): i for i in staged.diff.intervals}
@@ -600,6 +623,33 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         f"WHERE event_date = DATE'{d(6)}'"
     ).collect()
     assert [tuple(r) for r in shown] == [(staged.restatement_id, "late January data")]
+
+
+def assert_silver_was_written_by_key(context, spark, key_set) -> None:
+    """Silver (and only silver: the model that reads the key restriction) was staged by key:
+    one REPLACE WHERE restricted to the changed keys, the other keys' rows equal prod's."""
+    from tardy.engine.sqlmesh_api import model_snapshots, spark_name
+    from tardy.engine.stage import key_restriction
+
+    snapshots = {s.model.name: s for s in model_snapshots(context)}
+    restricted = {n for n, s in snapshots.items() if key_restriction(s, key_set) is not None}
+    assert restricted == {"silver.sales_transactions"}
+    silver = snapshots["silver.sales_transactions"]
+    staged = spark_name(silver.table_name(is_deployable=False))
+    prod = spark_name(silver.table_name(is_deployable=True))
+    write = [c for c in spark.sql(f"DESCRIBE HISTORY {staged}").collect() if c.operation == "WRITE"]
+    assert len(write) == 1
+    predicate = write[0].operationParameters["predicate"]
+    assert "transaction_id" in predicate and "LATE-1" in predicate
+    others = "transaction_id NOT IN (SELECT * FROM VALUES {})".format(
+        ", ".join(f"('{k}')" for k in sorted(key_set.keys))
+    )
+    for a, b in ((staged, prod), (prod, staged)):
+        extra = spark.sql(
+            f"SELECT * FROM {a} WHERE {others} EXCEPT ALL SELECT * FROM {b} WHERE {others}"
+        )
+        assert extra.count() == 0
+    assert spark.sql(f"SELECT COUNT(*) FROM {staged} WHERE {others}").first()[0] > 0
 
 
 def writes_per_staged_table(context, spark) -> dict[str, int]:

@@ -106,6 +106,43 @@ def test_macros_use_the_same_rules_as_the_index(macros) -> None:
     assert key_index.natural_key_expression().sql("spark") in lookup
 
 
+def test_restricted_records_is_the_index_lookup_unless_tardy_sets_the_keys(macros) -> None:
+    from sqlmesh.core import constants
+    from sqlmesh.core.macros import MacroEvaluator
+
+    keys, column = exp.to_identifier("interval_keys"), exp.column("transaction_id")
+    stock = MacroEvaluator(dialect="spark")
+    assert macros.restricted_records(stock, keys, column).sql("spark") == macros.records_of_keys(
+        stock, keys, column
+    ).sql("spark")
+    restricted = MacroEvaluator(dialect="spark")
+    value = {"keys": ["S001-20260105-00001"], "arrival_dates": ["2026-01-05", "2026-03-02"]}
+    restricted.locals[constants.SQLMESH_VARS] = {key_index.KEY_RESTRICTION_VARIABLE: value}
+    literal = macros.restricted_records(restricted, keys, column).sql("spark")
+    assert literal == key_index.records_of_literal_keys(**value).sql("spark")
+    assert KEY_INDEX_TABLE not in literal and "interval_keys" not in literal
+
+
+def test_records_of_literal_keys_selects_every_record_of_the_keys_in_the_indexed_dates() -> None:
+    con = duckdb.connect()
+    con.execute(BRONZE)
+    keys = {"S001-20260105-00001", "POS-A7F3"}
+    dates = {d.isoformat() for _, k, d in _index_rows() if k in keys}
+    where = _duck(key_index.records_of_literal_keys(keys, dates).sql("spark"))
+    rows = con.execute(f"SELECT transaction_id, arrival_date FROM bronze WHERE {where}").fetchall()
+    assert sorted(rows) == [
+        ("POS-A7F3", date(2026, 1, 5)),
+        ("S001-20260105-00001", date(2026, 1, 5)),
+        ("S001-20260105-00001", date(2026, 1, 5)),
+        ("S001-20260302-C0001", date(2026, 3, 2)),  # the correction names the key
+        ("V-1", date(2026, 2, 16)),  # the void names it
+    ]
+    # Without the dates holding them, records are not read: the dates must come from the index.
+    partial = _duck(key_index.records_of_literal_keys(keys, {"2026-01-05"}).sql("spark"))
+    assert len(con.execute(f"SELECT * FROM bronze WHERE {partial}").fetchall()) == 3
+    assert key_index.records_of_literal_keys([], dates).sql("spark") == "FALSE"
+
+
 class FakeSpark:
     """Records SQL; SHOW TBLPROPERTIES answers with ``properties``."""
 

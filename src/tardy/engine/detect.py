@@ -25,8 +25,13 @@ from sqlglot import exp
 from tardy.engine import delta, sqlmesh_api
 from tardy.engine.closure import Closure, days_of, ranges
 from tardy.ingest import BRONZE_TABLE
-from tardy.key_index import KEY_INDEX_TABLE, key_date_expression
-from tardy.sql import date_list, in_list
+from tardy.key_index import (
+    KEY_INDEX_TABLE,
+    KeySet,
+    key_date_expression,
+    records_of_literal_keys,
+)
+from tardy.sql import in_list
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -110,11 +115,24 @@ FROM (
   FROM {new_rows}
 )
 """
-# The arrival dates of bronze holding records of the (few, literal) keys: the key index read
-# in the keys' own partitions only (static partition pruning; docs/key-lookups.md).
+# The arrival dates of bronze holding records of each of the (few, literal) keys: the key
+# index read in the keys' own partitions only (static partition pruning; docs/key-lookups.md).
 ARRIVAL_DATES_SQL = """
-SELECT DISTINCT arrival_date FROM {key_index} WHERE {key_dates} AND {keys}
+SELECT DISTINCT natural_key, arrival_date FROM {key_index} WHERE {key_dates} AND {keys}
 """
+
+
+@dataclass(frozen=True)
+class KeyFilters:
+    """CHANGES_SQL's literal filters, and where the touched keys' records are."""
+
+    filters: dict[str, str]
+    arrival_dates: dict[str, frozenset[date]]  # by touched key
+
+    def key_set(self, keys: t.Iterable[str]) -> KeySet:
+        keys = frozenset(keys)
+        dates = frozenset(d for k in keys for d in self.arrival_dates.get(k, ()))
+        return KeySet(keys, dates)
 
 
 @dataclass
@@ -131,9 +149,15 @@ class Manifest:
     # the DAG if every reached day changed (staging cascades only the days that do).
     roots: dict[str, list[list[str]]] = field(default_factory=dict)
     stock_commands: list[str] = field(default_factory=list)
+    # Per model reading bronze by natural key: the keys whose rows changed, when detection
+    # knew them as literals (at most MAX_INLINED_ROWS new rows). Not part of the report (it
+    # can hold thousands of keys): only staging reads it, in the same process.
+    keys: dict[str, KeySet] = field(default_factory=dict, repr=False)
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        out = asdict(self)
+        del out["keys"]
+        return out
 
     @property
     def is_empty(self) -> bool:
@@ -166,7 +190,7 @@ def _render(context: Context, sql: str) -> str:
     return sqlmesh_api.render_macros(context, SILVER, sql)
 
 
-def _key_filters(context: Context, spark: SparkSession, new_rows: str) -> dict[str, str] | None:
+def _key_filters(context: Context, spark: SparkSession, new_rows: str) -> KeyFilters | None:
     """Literal filters for CHANGES_SQL from the (few) new rows, or None when there are more
     than MAX_INLINED_ROWS.
 
@@ -185,28 +209,33 @@ def _key_filters(context: Context, spark: SparkSession, new_rows: str) -> dict[s
     valid = [r for r in rows if r.is_valid and r.k is not None]
     touched = {r.k for r in valid}
     invalid = {r.record_id for r in rows if not r.is_valid}
-    arrival_dates: set[date] = set()
+    located: dict[str, set[date]] = {}
     if touched:
         lookup = ARRIVAL_DATES_SQL.format(
             key_index=KEY_INDEX_TABLE,
             key_dates=in_list("key_date", {r.key_date for r in valid}),
             keys=in_list("natural_key", touched),
         )
-        arrival_dates = {r.arrival_date for r in spark.sql(lookup).collect()}
-    return {
-        "bronze_keys": f"{date_list('arrival_date', arrival_dates)} "
-        f"AND {in_list('@natural_key()', touched)}",
+        for row in spark.sql(lookup).collect():
+            located.setdefault(row.natural_key, set()).add(row.arrival_date)
+    arrival_dates = {d for dates in located.values() for d in dates}
+    bronze_keys = records_of_literal_keys(touched, (d.isoformat() for d in arrival_dates))
+    filters = {
+        "bronze_keys": bronze_keys.sql("spark"),
         "silver_keys": in_list("s.transaction_id", touched),
         "quarantine_ids": in_list("record_id", invalid),
     }
+    return KeyFilters(filters, {k: frozenset(dates) for k, dates in located.items()})
 
 
 NEW_ROWS_VIEW = "_tardy_new_bronze_rows"
 
 
-def _changes(context: Context, spark: SparkSession, since: int | None, until: int) -> list[t.Any]:
+def _changes(
+    context: Context, spark: SparkSession, since: int | None, until: int
+) -> tuple[list[t.Any], KeyFilters | None]:
     """The rows of CHANGES_SQL for the bronze rows added after version ``since`` through
-    version ``until``.
+    version ``until``, and the literal key filters when the new rows were few enough.
 
     Bronze is append-only with Delta's change data feed on, so the new rows are read from
     the files the later commits added (``table_changes``); a bronze table created before
@@ -219,7 +248,7 @@ def _changes(context: Context, spark: SparkSession, since: int | None, until: in
     tables = dict(bronze=BRONZE_TABLE, silver=SILVER, quarantine=QUARANTINE)
     if since is None:
         sql = CHANGES_SQL.format(new_rows=BRONZE_TABLE, **tables, **SEMI_JOIN_FILTERS)
-        return spark.sql(_render(context, sql)).collect()
+        return spark.sql(_render(context, sql)).collect(), None
     try:
         new = spark.sql(f"SELECT * FROM table_changes('{BRONZE_TABLE}', {since + 1}, {until})")
         new = new.drop("_change_type", "_commit_version", "_commit_timestamp").localCheckpoint()
@@ -231,9 +260,10 @@ def _changes(context: Context, spark: SparkSession, since: int | None, until: in
         ).localCheckpoint()
     new.createOrReplaceTempView(NEW_ROWS_VIEW)
     try:
-        filters = _key_filters(context, spark, NEW_ROWS_VIEW) or SEMI_JOIN_FILTERS
+        literal = _key_filters(context, spark, NEW_ROWS_VIEW)
+        filters = literal.filters if literal else SEMI_JOIN_FILTERS
         sql = CHANGES_SQL.format(new_rows=NEW_ROWS_VIEW, **tables, **filters)
-        return spark.sql(_render(context, sql)).collect()
+        return spark.sql(_render(context, sql)).collect(), literal
     finally:
         spark.catalog.dropTempView(NEW_ROWS_VIEW)
 
@@ -249,7 +279,7 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
         f"SELECT MAX(arrival_ts) AS m FROM {BRONZE_TABLE} VERSION AS OF {version} {newer}"
     )
     watermark = arrival.first().m
-    changes = _changes(context, spark, since, version) if since != version else []
+    changes, literal = _changes(context, spark, since, version) if since != version else ([], None)
     found = {
         SILVER: {d for r in changes if r.kind == "silver" for d in (r.new_day, r.old_day) if d},
         QUARANTINE: {r.new_day for r in changes if r.kind == "quarantine"},
@@ -285,6 +315,8 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
         reasons=reasons,
         roots={model: ranges(days) for model, days in roots.items()},
     )
+    if literal is not None:  # the changed keys are known: staging may restrict silver to them
+        manifest.keys[SILVER] = literal.key_set(r.k for r in changes if r.kind == "silver")
     manifest.stock_commands = stock_commands(closure, roots)
     return manifest
 

@@ -41,9 +41,10 @@ from tardy.engine.closure import Closure, days_of, ranges
 from tardy.engine.detect import WATERMARK_TABLE, Manifest, advance_watermark, detect
 from tardy.engine.diff import Breaker, Diff, breaker, diff_table
 from tardy.engine.log import Action, LogEntry
-from tardy.engine.stage import StagedTable, drop_stage, prepare, write
+from tardy.engine.stage import StagedTable, drop_stage, key_restriction, prepare, write
 from tardy.errors import Refused, RestatementFailed
 from tardy.home import activate
+from tardy.key_index import KeySet
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -206,10 +207,13 @@ def stage_all(
     roots: dict[str, set[date]],
     meter: delta.Meter,
     watch: Breaker,
+    keys: dict[str, KeySet] | None = None,
 ) -> Staging:
     """Stage, audit and diff every model the roots reach, upstream first, cascading only the
-    days whose rows changed. Raises ``audit.AuditFailed`` (after staging everything) when a
-    blocking audit fails."""
+    days whose rows changed. A model with known changed ``keys`` that takes the key
+    restriction is written by key (``stage.key_restriction``); the others, and its children,
+    by interval. Raises ``audit.AuditFailed`` (after staging everything) when a blocking
+    audit fails."""
     snapshots = sqlmesh_api.model_snapshots(context)
     closure = Closure(context, snapshots)
     reach = closure.downstream(roots)
@@ -229,8 +233,9 @@ def stage_all(
             continue
         renderer.stage(snapshot)  # it and its children now read its staged table
         with meter.step("stage"):
-            table = prepare(spark, snapshot, snapshots, ranges(days))
-            write(spark, renderer, snapshot, table)
+            restriction = key_restriction(snapshot, (keys or {}).get(name))
+            table = prepare(spark, snapshot, snapshots, ranges(days), restriction)
+            write(spark, renderer, snapshot, table, restriction)
         with meter.step("audit"):
             results += audit.run(spark, renderer, snapshot, table.intervals)
         with meter.step("diff"):
@@ -291,7 +296,7 @@ def _stage_and_promote(
     (folder / "manifest.json").write_text(json.dumps(manifest.as_dict(), indent=2, default=str))
     roots = {model: days_of(spans) for model, spans in manifest.roots.items()}
     try:
-        staging = stage_all(context, spark, restatement_id, roots, meter, watch)
+        staging = stage_all(context, spark, restatement_id, roots, meter, watch, manifest.keys)
     except audit.AuditFailed as failure:
         drop_stage(context, spark)
         failed = LogEntry(

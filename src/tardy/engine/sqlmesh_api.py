@@ -126,8 +126,15 @@ class Renderer:
         """Mark ``snapshot`` staged: it and its children read its dev table from now on."""
         self.index = self.index.with_non_deployable(snapshot)
 
-    def rows(self, snapshot: Snapshot, first: str, last: str) -> list[exp.Query | DataFrame]:
-        """The model's rows for [first, last]: a SQL query (SQL models) or DataFrames (Python)."""
+    def rows(
+        self,
+        snapshot: Snapshot,
+        first: str,
+        last: str,
+        variables: dict[str, t.Any] | None = None,
+    ) -> list[exp.Query | DataFrame]:
+        """The model's rows for [first, last]: a SQL query (SQL models) or DataFrames (Python),
+        with ``variables`` set for this render only (``@VAR``, ``evaluator.var``)."""
         from sqlmesh.core.context import ExecutionContext
         from sqlmesh.core.macros import RuntimeStage
 
@@ -149,6 +156,7 @@ class Renderer:
                 snapshot=snapshot,
                 runtime_stage=RuntimeStage.EVALUATING,
                 snapshot_table_exists=True,
+                **({"variables": variables} if variables else {}),
             )
         )
 
@@ -173,6 +181,22 @@ class Renderer:
             )
             out.append((audit.name, query))
         return out
+
+
+def reads_variable(snapshot: Snapshot, name: str, value: t.Any) -> bool:
+    """Whether the model's query depends on the render variable ``name``: it renders
+    differently with ``name`` set to ``value`` than without (SQL models; a Python model
+    never does here). How the engine learns from the project, not from model names, which
+    models take a restriction (``tardy.key_index.KEY_RESTRICTION_VARIABLE``)."""
+    from sqlmesh.core.model import SqlModel
+
+    model = snapshot.model
+    if not isinstance(model, SqlModel):
+        return False
+    day = "1970-01-01"
+    plain = model.render_query(start=day, end=day)
+    restricted = model.render_query(start=day, end=day, variables={name: value})
+    return plain is not None and restricted is not None and plain.sql() != restricted.sql()
 
 
 def declared_blocking(snapshot: Snapshot) -> dict[str, bool]:

@@ -12,6 +12,11 @@ as non-deployable, and resolves a non-deployable parent to it. Staging uses exac
    parents, and prod for every other model); the renders are combined into ONE
    ``INSERT INTO <dev table> REPLACE WHERE <union of the intervals> SELECT ...``: one Spark
    statement and one Delta commit per model, exact like SQLMesh's own REPLACE WHERE writes.
+   A model that reads the key restriction (``key_restriction``: its query renders differently
+   with the variable ``tardy_keys`` set) and has a one-column grain is written *by key* when
+   detection knows the changed keys: rendered once with the variable set to those keys and
+   the arrival dates holding their records, and written with ``REPLACE WHERE <the intervals>
+   AND <grain> IN (<keys>)``: the rows of the other keys stay as they are in the clone (prod's).
 
 Prod tables and views are never written, and SQLMesh's state is not touched.
 """
@@ -27,6 +32,8 @@ import pandas as pd
 from sqlglot import exp
 
 from tardy.engine import delta, sqlmesh_api
+from tardy.key_index import KEY_RESTRICTION_VARIABLE, KeySet
+from tardy.sql import in_list
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,6 +65,36 @@ class StagedTable:
         )
 
 
+@dataclass(frozen=True)
+class KeyRestriction:
+    """A model written by key: its grain column and the keys (with where their records are)."""
+
+    column: str
+    keys: KeySet
+
+    def predicate(self) -> str:
+        return in_list(f"`{self.column}`", self.keys.keys)
+
+
+def key_restriction(snapshot: Snapshot, keys: KeySet | None) -> KeyRestriction | None:
+    """How to restrict the model's write to ``keys``, or None for the interval path: when
+    detection did not know the keys as literals (more than ``detect.MAX_INLINED_ROWS`` new
+    rows, or the first restatement), when the model's grain is not one column, or when its
+    query does not read ``KEY_RESTRICTION_VARIABLE``.
+
+    The contract of the variable, for a model that reads it: with it set, the model's query
+    returns, for the interval, exactly the rows of those keys it returns without it (a row is
+    a function of its key's records: silver's rows are), reading the records in the arrival
+    dates given. A key whose rows moved between days is written on its old and new day (both
+    are among the restated days: detection finds both)."""
+    grain = sqlmesh_api.grain(snapshot)
+    if keys is None or len(grain) != 1:
+        return None
+    if not sqlmesh_api.reads_variable(snapshot, KEY_RESTRICTION_VARIABLE, keys.variable()):
+        return None
+    return KeyRestriction(grain[0], keys)
+
+
 def reads_beyond_intervals(snapshot: Snapshot, snapshots: list[Snapshot]) -> bool:
     """Whether staging may read rows of the model's staged table outside the intervals it
     writes there: a child model does (a week reads its days), so does a model that reads
@@ -73,13 +110,18 @@ def reads_beyond_intervals(snapshot: Snapshot, snapshots: list[Snapshot]) -> boo
 
 
 def prepare(
-    spark: SparkSession, snapshot: Snapshot, snapshots: list[Snapshot], intervals: list[list[str]]
+    spark: SparkSession,
+    snapshot: Snapshot,
+    snapshots: list[Snapshot],
+    intervals: list[list[str]],
+    restriction: KeyRestriction | None = None,
 ) -> StagedTable:
-    """Create the model's staged table (clone or empty) for ``intervals``."""
+    """Create the model's staged table (clone or empty) for ``intervals``; always a clone
+    when it is written by key (the other keys' rows of the intervals are prod's)."""
     prod_table = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
     staged_table = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False))
     version = delta.version(spark, prod_table)
-    clone = reads_beyond_intervals(snapshot, snapshots)
+    clone = restriction is not None or reads_beyond_intervals(snapshot, snapshots)
     delta.stage_table(spark, staged_table, prod_table, version, clone=clone)
     return StagedTable(
         model=snapshot.model.name,
@@ -93,12 +135,24 @@ def prepare(
 
 
 def write(
-    spark: SparkSession, renderer: sqlmesh_api.Renderer, snapshot: Snapshot, table: StagedTable
+    spark: SparkSession,
+    renderer: sqlmesh_api.Renderer,
+    snapshot: Snapshot,
+    table: StagedTable,
+    restriction: KeyRestriction | None = None,
 ) -> None:
-    """Evaluate every interval of ``table`` into its staged table in one statement."""
-    rendered = [
-        part for first, last in table.intervals for part in renderer.rows(snapshot, first, last)
-    ]
+    """Evaluate every interval of ``table`` into its staged table in one statement; with a
+    ``restriction``, only the rows of its keys (one render, over the intervals' hull: the
+    restricted query reads the same records whatever the interval; the write predicate keeps
+    the restated days)."""
+    if restriction is None:
+        rendered = [
+            part for first, last in table.intervals for part in renderer.rows(snapshot, first, last)
+        ]
+    else:
+        variables = {KEY_RESTRICTION_VARIABLE: restriction.keys.variable()}
+        first, last = table.intervals[0][0], table.intervals[-1][1]
+        rendered = renderer.rows(snapshot, first, last, variables)
     queries = [part for part in rendered if isinstance(part, exp.Query)]
     view = None
     if not rendered:  # a Python model that yielded nothing: the intervals become empty
@@ -123,6 +177,8 @@ def write(
         f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in schema.fields
     )
     predicate = table.predicate()
+    if restriction is not None:
+        predicate = f"({predicate}) AND {restriction.predicate()}"
     try:
         delta.replace_where(
             spark,
