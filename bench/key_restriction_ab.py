@@ -10,6 +10,8 @@ For each k: lands 3 fresh late sales on each of k scattered closed days, then al
 restatement (the watermark stays, so both arms see the same new rows), then promotes once.
 Prints the seconds and Spark statements of every step per arm; checks that both arms staged
 the same rows (the staged silver table's content hash).
+
+Status (session 7): written and linted, NOT yet run (no quiet machine before the deadline).
 """
 
 from __future__ import annotations
