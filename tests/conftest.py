@@ -20,6 +20,7 @@ LONGEST_FIRST = (
     "test_interrupted_promotion",  # ~450 s
     "test_cli",  # ~230 s
     "test_code_change",  # ~190 s
+    "test_restatement_log",  # ~150 s
 )
 # Modules that share a work unit with another one and run after it on the same worker.
 SAME_WORKER_AS = {"test_status": "test_lakehouse"}
