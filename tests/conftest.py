@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-# Work units, longest first (seconds on one of two busy workers, CI of session 6). A module not
-# listed runs after them, in collection order (unit tests: seconds).
+# Work units, longest first (seconds on one of two busy workers, fresh-clone CI of session 7).
+# A module not listed runs after them, in collection order (unit tests: seconds).
 LONGEST_FIRST = (
-    "test_lakehouse",  # ~1,100 s with test_status, which reuses its prod (same worker, after it)
-    "test_restatement_races",  # ~850 s
-    "test_interrupted_promotion",  # ~450 s
-    "test_cli",  # ~230 s
+    "test_lakehouse",  # ~1,200 s with test_status, which reuses its prod (same worker, after it)
+    "test_restatement_races",  # ~900 s
+    "test_interrupted_promotion",  # ~770 s
+    "test_cli",  # ~260 s
     "test_code_change",  # ~190 s
     "test_restatement_log",  # ~150 s
 )
