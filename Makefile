@@ -19,7 +19,7 @@ demo: setup
 	$(BIN)/tardy demo
 
 test: setup sqlmesh-test
-	$(BIN)/python -m pytest -q --durations=10 -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q --durations=10 -n 2 --dist loadscope --no-loadscope-reorder
 
 sqlmesh-test: setup
 	$(BIN)/sqlmesh test

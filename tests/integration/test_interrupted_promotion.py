@@ -1,29 +1,36 @@
-"""kill -9 during `tardy promote`, at several points, then resume: no duplicate, no loss.
+"""kill -9 during `tardy promote` and `tardy rollback`, then resume: no duplicate, no loss.
 
 Real processes on their own data home (the shared pytest SparkSession holds this session's
-Derby metastore, so the killed processes cannot share it):
+Derby metastore, so the killed processes cannot share it). A JVM start costs 20-25 s, so the
+checks between the kills are grouped in child processes (this module run as a script, calling
+``tardy.cli.main`` in-process):
 
-1. a child (this module run as a script) simulates a small lakehouse, builds prod, lands late
-   rows for closed days and stages a restatement (``--no-promote``);
-2. ``tardy promote <id>`` is killed with SIGKILL (``TARDY_FAILPOINT``) before any table is
-   committed, then after 2 tables, then after every table but before the log says promoted;
+1. ``build``: simulate a small lakehouse, build prod, land late rows for closed days, stage a
+   restatement (``--no-promote``) and fingerprint prod;
+2. ``tardy promote <id>`` is killed with SIGKILL (``TARDY_FAILPOINT``) after 2 tables, then
+   after every table but before the log says promoted (a kill before the first table, and at
+   random moments, is ``make chaos``'s);
 3. ``tardy restate`` finds the promotion the log says was interrupted, completes it and says so;
 4. ``tardy rollback`` killed after restoring 2 tables is run again and restores prod exactly;
-5. a stock full restatement of the same bronze equals prod as the promotion left it, and the
-   log holds each step.
+5. ``rebuild``: a stock full restatement of the same bronze (``Context.plan`` with
+   ``restate_models``, as ``sqlmesh plan --restate-model`` does) equals prod as the promotion
+   left it, and the log holds each step.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import typing as t
+from contextlib import redirect_stdout
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from children import late_sales
+from children import late_sales, run_in_own_home
 
 from tardy.home import project_root
 from tardy.simulate import SimulationConfig
@@ -33,8 +40,19 @@ CLOCK = datetime.combine(CONFIG.start + timedelta(days=CONFIG.days), datetime.mi
 BIN = Path(sys.executable).parent
 
 
-def build_and_stage() -> None:
-    """Child: prod from scratch, late rows on closed days, a staged restatement (prints JSON)."""
+def _cli_json(*argv: str) -> t.Any:
+    """``tardy <argv> --json`` in this process; its JSON."""
+    from tardy import cli
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = cli.main([*argv, "--json"])
+    assert code == 0, (argv, out.getvalue()[-3000:])
+    return json.loads(out.getvalue())
+
+
+def build_and_stage() -> dict[str, t.Any]:
+    """Child: prod from scratch, late rows on closed days, a staged restatement."""
     from tardy.engine.restate import restate
     from tardy.home import activate
     from tardy.ingest import ingest
@@ -53,7 +71,44 @@ def build_and_stage() -> None:
     (folder / "late.jsonl").write_text(late_sales("KILL", CONFIG.start))
     ingest(spark, home.landing)
     staged = restate(context, spark, "late rows for closed days", promote=False)
-    print(json.dumps({"id": staged.restatement_id, "tables": len(staged.diff.totals())}))
+    return {
+        "id": staged.restatement_id,
+        "tables": len(staged.diff.totals()),
+        "fingerprint": _cli_json("fingerprint"),
+    }
+
+
+def inspect(restatement_id: str, *what: str) -> dict[str, t.Any]:
+    """Child: ``tardy log <id> --json`` and/or ``tardy fingerprint --json``."""
+    from tardy.home import activate
+
+    activate()
+    out: dict[str, t.Any] = {}
+    if "log" in what:
+        out["log"] = _cli_json("log", restatement_id)
+    if "fingerprint" in what:
+        out["fingerprint"] = _cli_json("fingerprint")
+    return out
+
+
+def rebuild() -> dict[str, t.Any]:
+    """Child: a stock full restatement of every day from bronze, then the fingerprint."""
+    from tardy.home import activate
+    from tardy.project import open_context
+
+    activate()
+    context = open_context()
+    context.plan(
+        "prod",
+        restate_models=["bronze.pos_events"],
+        start=CONFIG.start.isoformat(),
+        end=(CLOCK - timedelta(days=1)).date().isoformat(),
+        execution_time=CLOCK,
+        auto_apply=True,
+        no_prompts=True,
+        skip_tests=True,
+    )
+    return {"fingerprint": _cli_json("fingerprint")}
 
 
 def _run(home: Path, *args: str, failpoint: str | None = None) -> subprocess.CompletedProcess:
@@ -73,12 +128,11 @@ def _ok(done: subprocess.CompletedProcess) -> str:
 
 def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    staged = json.loads(_ok(_run(home, str(BIN / "python"), __file__)).strip().splitlines()[-1])
-    restatement_id, tables = staged["id"], staged["tables"]
+    staged = run_in_own_home(__file__, home, "build")
+    restatement_id, tables, unrestated = staged["id"], staged["tables"], staged["fingerprint"]
     assert tables == 5  # silver, daily, weekly, monthly, features
-    unrestated = json.loads(_ok(_run(home, str(BIN / "tardy"), "fingerprint", "--json")))
 
-    for point in ("promote:0", "promote:2", f"promote:{tables}"):
+    for point in ("promote:2", f"promote:{tables}"):
         killed = _run(home, str(BIN / "tardy"), "promote", restatement_id, failpoint=point)
         assert killed.returncode == -signal.SIGKILL, (point, killed.stderr[-2000:])
 
@@ -89,14 +143,14 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: 
     )
     assert outcome["status"] == "nothing_to_do"
 
-    log = json.loads(_ok(_run(home, str(BIN / "tardy"), "log", restatement_id, "--json")))
+    seen = run_in_own_home(__file__, home, "inspect", restatement_id, "log", "fingerprint")
+    log, after_resume = seen["log"], seen["fingerprint"]
     assert [e["action"] for e in log] == ["staging", "staged", "promoting", "promoted"]
     # Each table got exactly one promotion commit, whatever the kills.
     promoted = log[-1]
+    assert len(promoted["table_versions_before"]) == tables
     for model, before in promoted["table_versions_before"].items():
         assert promoted["table_versions_after"][model] == before + 1
-
-    after_resume = json.loads(_ok(_run(home, str(BIN / "tardy"), "fingerprint", "--json")))
     assert after_resume != unrestated
 
     # A rollback killed after restoring 2 of the 5 tables left its intent in the log; running
@@ -104,37 +158,29 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: 
     rollback = ("rollback", restatement_id, "--reason", "kill test", "--json")
     killed = _run(home, str(BIN / "tardy"), *rollback, failpoint="rollback:2")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    log = json.loads(_ok(_run(home, str(BIN / "tardy"), "log", restatement_id, "--json")))
+    log = run_in_own_home(__file__, home, "inspect", restatement_id, "log")["log"]
     assert log[-1]["action"] == "rolling_back"
     rolled = json.loads(_ok(_run(home, str(BIN / "tardy"), *rollback)))
-    log = json.loads(_ok(_run(home, str(BIN / "tardy"), "log", restatement_id, "--json")))
-    assert [e["action"] for e in log[-2:]] == ["rolling_back", "rolled_back"]
+    seen = run_in_own_home(__file__, home, "inspect", restatement_id, "log", "fingerprint")
+    assert [e["action"] for e in seen["log"][-2:]] == ["rolling_back", "rolled_back"]
+    assert len(rolled["table_versions"]) == tables
     for model, version in rolled["table_versions"].items():
         assert version == promoted["table_versions_after"][model] + 1, model  # one RESTORE
-    assert json.loads(_ok(_run(home, str(BIN / "tardy"), "fingerprint", "--json"))) == unrestated
-    end = (CLOCK - timedelta(days=1)).date().isoformat()
-    _ok(
-        _run(
-            home,
-            str(BIN / "sqlmesh"),
-            "plan",
-            "--restate-model",
-            "bronze.pos_events",
-            "--start",
-            CONFIG.start.isoformat(),
-            "--end",
-            end,
-            "--execution-time",
-            CLOCK.isoformat(),
-            "--auto-apply",
-            "--no-prompts",
-        )
-    )
-    rebuilt = json.loads(_ok(_run(home, str(BIN / "tardy"), "fingerprint", "--json")))
+    assert seen["fingerprint"] == unrestated
+
+    rebuilt = run_in_own_home(__file__, home, "rebuild")["fingerprint"]
     assert after_resume == rebuilt
     silver = after_resume["silver.sales_transactions"]
     assert silver["rows"] > 0
 
 
 if __name__ == "__main__":
-    build_and_stage()
+    phase, *args = sys.argv[1:]
+    if phase == "build":
+        result = build_and_stage()
+    elif phase == "inspect":
+        result = inspect(*args)
+    else:
+        assert phase == "rebuild", phase
+        result = rebuild()
+    print(json.dumps(result, default=str))

@@ -271,6 +271,7 @@ def phase_after(promoted_id: str) -> dict[str, t.Any]:
         },
         "reasons": sorted({e["reason"] for e in entries}),
         "promoted": child.fingerprints(),
+        "typed": typed_log(child, promoted_id),
     }
     child.run(3)  # a later daily run rewrites the restated tables' recent days
     prints, versions = child.fingerprints(), child.versions()
@@ -282,6 +283,50 @@ def phase_after(promoted_id: str) -> dict[str, t.Any]:
     }
     out["seconds"] = child.seconds
     return out
+
+
+def typed_log(child: Child, restatement_id: str) -> dict[str, t.Any]:
+    """The promoted restatement's log rows read with SQL on the typed columns, and as
+    ``tardy log <id> --json`` prints them."""
+    from tardy.engine.log import LOG_TABLE
+
+    def rows(sql: str) -> list[list[t.Any]]:
+        return [list(r) for r in child.spark.sql(sql).collect()]
+
+    of = f"restatement_id = '{restatement_id}'"
+    return {
+        "audits": rows(
+            f"SELECT a.model, a.audit, a.interval_start, a.interval_end, a.blocking, "
+            f"a.failing_rows FROM {LOG_TABLE} LATERAL VIEW explode(audits) AS a "
+            f"WHERE {of} AND action = 'staged'"
+        ),
+        "version_steps": rows(
+            f"SELECT m, model_versions_after[m] - model_versions_before[m] FROM {LOG_TABLE} "
+            f"LATERAL VIEW explode(map_keys(model_versions_after)) AS m "
+            f"WHERE {of} AND action = 'promoted' ORDER BY m"
+        ),
+        "staged_tables": rows(
+            f"SELECT s.model, s.version_before, size(s.intervals), size(s.changed), "
+            f"manifest.bronze_version = bronze_version, accepted_large_change "
+            f"FROM {LOG_TABLE} LATERAL VIEW explode(staged_tables) AS s "
+            f"WHERE {of} ORDER BY s.model"
+        ),
+        "promoted_days": rows(
+            f"SELECT m, d FROM {LOG_TABLE} LATERAL VIEW explode(model_intervals) AS m, spans "
+            "LATERAL VIEW explode(spans) AS s LATERAL VIEW explode(sequence(s.`start`, s.`end`)) "
+            f"AS d WHERE {of} AND action = 'promoted' ORDER BY m, d"
+        ),
+        "periods": rows(
+            f"SELECT model, period FROM tardy.restated_periods WHERE last_restatement_id = "
+            f"'{restatement_id}' ORDER BY model, period"
+        ),
+        "json_text": rows(
+            f"SELECT count(*) FROM {LOG_TABLE} WHERE coalesce(intervals, rows_before, "
+            "rows_after, snapshot_versions, table_versions_before, table_versions_after, "
+            "audit_results) IS NOT NULL"
+        ),
+        "cli": child.cli("log", restatement_id, "--json")["out"],
+    }
 
 
 def stage_tables(child: Child | None = None, home: Path | None = None) -> list[str]:
@@ -539,6 +584,31 @@ def test_two_restatements_at_once_one_is_refused_the_other_completes(
     stuck = chain["stuck"]["killed"]["fingerprints"]
     assert _silver(chain["after"]["promoted"]) == _silver(stuck)
     assert _gold(chain["after"]["promoted"]) != _gold(chain["build"]["again"]["fingerprints"])
+
+
+def test_the_log_holds_typed_audits_versions_and_staged_tables(chain: dict[str, t.Any]) -> None:
+    typed = chain["after"]["typed"]
+    cli = typed["cli"]  # tardy log <id> --json: the keys it always printed
+    staged, promoted = cli[1], cli[-1]
+    assert [e["action"] for e in cli] == ["staging", "staged", "promoting", "promoted"]
+    # Every audit run is a row: model, audit, interval, blocking, failing rows (0: passed).
+    audits = typed["audits"]
+    assert len(audits) == staged["audit_results"][0]["audits_run"] > 0
+    assert "silver.sales_transactions" in {a[0] for a in audits} <= set(staged["intervals"])
+    assert all(a[2] <= a[3] and a[5] == 0 for a in audits), audits
+    assert staged["audit_results"][0]["blocking_failures"] == 0
+    # One promotion commit per table whose days changed.
+    steps = typed["version_steps"]
+    assert steps == [[m, 1] for m in sorted(promoted["table_versions_after"])] and steps
+    tables = typed["staged_tables"]
+    assert [s[0] for s in tables] == sorted(staged["intervals"])
+    assert all(s[2] >= 1 and s[5] is False and s[4] is True for s in tables), tables
+    assert {s[0]: s[1] for s in tables} == staged["table_versions_before"]
+    assert staged["message"].startswith(f"staged {len(tables)} table(s)")
+    assert [e["staged_tables"] for e in cli].count(None) == 3  # only the staged row has them
+    # The view's days are the promoted row's typed intervals (nothing later promoted them).
+    assert typed["periods"] == typed["promoted_days"] and typed["periods"]
+    assert typed["json_text"] == [[0]]  # a home created by this code writes no JSON text
 
 
 def test_a_rollback_after_a_later_run_refuses_before_restoring_anything(

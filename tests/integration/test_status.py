@@ -1,10 +1,11 @@
 """`tardy status` on real Spark + Delta: the data watermark, final/provisional days, lateness.
 
 Runs on the session's data home as it finds it: alone, it builds a small prod first (two
-stores, a plan at 2026-01-09, then two and a half more days of arrivals not yet run); after
-test_lakehouse.py (file order), it uses that module's final state. Either way it lands a few
-probe rows of its own (source ``status_probe``) whose lateness is known by construction, and
-checks every number against pandas on bronze.
+stores, a plan at 2026-01-09, then two and a half more days of arrivals not yet run); in
+`make test` the xdist worker that ran test_lakehouse.py runs it right after
+(tests/conftest.py), and it uses that module's final state. Either way it lands a few probe
+rows of its own (source ``status_probe``) whose lateness is known by construction, and checks
+every number against pandas on bronze.
 """
 
 from __future__ import annotations

@@ -2,11 +2,16 @@
 
 ``tardy.restatement_log`` is append-only (``delta.appendOnly``). Each action of a restatement
 (staged, audit_failed, breaker_tripped, promoting, promoted, rolling_back, rolled_back,
-discarding, discarded, ...)
-appends a row carrying everything known at that point: reason, actor, intervals per model,
-rows and sums before/after, input bronze version and arrival watermark, code version, SQLMesh
-snapshot versions, table Delta versions before/after and audit results. Structured values are
-JSON text, so the schema never has to change when a detail is added.
+discarding, discarded, ...) appends a row carrying everything known at that point: reason,
+actor, intervals per model, rows and sums before/after, input bronze version and arrival
+watermark, code version, SQLMesh snapshot versions, table Delta versions before/after, every
+audit's result, and for ``staged`` the staged tables, the manifest and whether a large change
+was accepted. Each is a typed column (schema and migration: ``tardy.engine.log_schema``);
+``message`` is human text.
+
+``entries`` reads rows back as dicts under the keys ``tardy log --json`` has always printed
+(``intervals``, ``rows_before``, ..., ``audit_results``), whichever schema wrote them: rows
+logged before the typed columns existed are read from their JSON text.
 
 ``tardy.restated_periods`` (a view) explodes the promoted intervals into one row per model and
 day with the restatement that last changed it, so a gold period shows when and why it was last
@@ -22,13 +27,19 @@ import socket
 import subprocess
 import typing as t
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from enum import StrEnum
 
+from tardy.engine.log_schema import JSON_COLUMNS, LOG_TABLE, ensure_log
+from tardy.engine.log_schema import PERIODS_VIEW as PERIODS_VIEW  # re-exported
 from tardy.home import project_root
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from tardy.engine.audit import AuditResult
+    from tardy.engine.detect import Manifest
+    from tardy.engine.stage import StagedTable
 
 
 class Action(StrEnum):
@@ -51,102 +62,205 @@ class Action(StrEnum):
 INTERRUPTED = (Action.STAGING, Action.PROMOTING, Action.ROLLING_BACK, Action.DISCARDING)
 
 
-LOG_TABLE = "tardy.restatement_log"
-PERIODS_VIEW = "tardy.restated_periods"
-LOG_DDL = f"""
-CREATE TABLE IF NOT EXISTS {LOG_TABLE} (
-  restatement_id STRING NOT NULL,
-  action STRING NOT NULL,
-  status STRING NOT NULL,
-  logged_at TIMESTAMP NOT NULL,
-  reason STRING NOT NULL,
-  actor STRING NOT NULL,
-  intervals STRING,
-  rows_before STRING,
-  rows_after STRING,
-  bronze_version BIGINT,
-  arrival_watermark TIMESTAMP,
-  code_version STRING,
-  snapshot_versions STRING,
-  table_versions_before STRING,
-  table_versions_after STRING,
-  audit_results STRING,
-  message STRING
-) USING delta
-TBLPROPERTIES ('delta.appendOnly' = 'true')
-"""
-# One row per model and day of every promoted restatement that was not rolled back; the latest
-# promotion of a day wins.
-PERIODS_VIEW_SQL = f"""
-CREATE OR REPLACE VIEW {PERIODS_VIEW} AS
-WITH promoted AS (
-  SELECT restatement_id, reason, actor, logged_at AS promoted_at,
-         from_json(intervals, 'map<string, array<array<string>>>') AS intervals
-  FROM {LOG_TABLE}
-  WHERE action = 'promoted'
-    AND restatement_id NOT IN (
-      SELECT restatement_id FROM {LOG_TABLE} WHERE action = 'rolled_back'
-    )
-), days AS (
-  SELECT restatement_id, reason, actor, promoted_at, model,
-         explode(sequence(to_date(span[0]), to_date(span[1]))) AS period
-  FROM promoted
-  LATERAL VIEW explode(intervals) AS model, spans
-  LATERAL VIEW explode(spans) AS span
-)
-SELECT model, period, restatement_id AS last_restatement_id, reason AS last_restatement_reason,
-       actor AS last_restated_by, promoted_at AS last_restated_at
-FROM (
-  SELECT *, ROW_NUMBER() OVER (PARTITION BY model, period ORDER BY promoted_at DESC) AS rn
-  FROM days
-)
-WHERE rn = 1
-"""
+Spans = list[list[str]]  # closed [first, last] day ranges, ISO dates
 
 
 @dataclass
 class LogEntry:
+    """One row to append; structured values in the shapes the engine works with (they are
+    typed into the log's columns by ``_columns``)."""
+
     restatement_id: str
     action: Action
     reason: str
     status: str = ""
     actor: str = field(default_factory=lambda: actor())
     logged_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    intervals: dict[str, list[list[str]]] | None = None
-    rows_before: dict[str, object] | None = None
-    rows_after: dict[str, object] | None = None
+    intervals: dict[str, Spans] | None = None
+    rows_before: dict[str, dict[str, t.Any]] | None = None  # model -> {"rows", "sums"}
+    rows_after: dict[str, dict[str, t.Any]] | None = None
     bronze_version: int | None = None
     arrival_watermark: datetime | None = None
     code_version: str | None = field(default_factory=lambda: code_version())
     snapshot_versions: dict[str, str] | None = None
     table_versions_before: dict[str, int] | None = None
     table_versions_after: dict[str, int] | None = None
-    audit_results: list[dict[str, object]] | None = None
+    audits: list[AuditResult] | None = None  # every audit, model and interval run
+    staged_tables: list[StagedTable] | None = None
+    manifest: Manifest | None = None
+    accepted_large_change: bool | None = None
     message: str | None = None
 
-    def row(self) -> tuple[object, ...]:
-        def js(value: object) -> str | None:
-            return None if value is None else json.dumps(value, sort_keys=True, default=str)
+    def columns(self) -> dict[str, object]:
+        """The row, by column name, in the log's types; schema-1 JSON columns are NULL."""
+        return {
+            "restatement_id": self.restatement_id,
+            "action": str(self.action),
+            "status": self.status or str(self.action),
+            "logged_at": self.logged_at,
+            "reason": self.reason,
+            "actor": self.actor,
+            "bronze_version": self.bronze_version,
+            "arrival_watermark": self.arrival_watermark,
+            "code_version": self.code_version,
+            "message": self.message,
+            "model_intervals": _by_model(self.intervals, _spans),
+            "model_rows_before": _by_model(self.rows_before, _totals),
+            "model_rows_after": _by_model(self.rows_after, _totals),
+            "model_snapshot_versions": self.snapshot_versions,
+            "model_versions_before": self.table_versions_before,
+            "model_versions_after": self.table_versions_after,
+            "audits": None if self.audits is None else [_audit(a) for a in self.audits],
+            "staged_tables": None
+            if self.staged_tables is None
+            else [_staged_table(table.as_dict()) for table in self.staged_tables],
+            "manifest": None if self.manifest is None else _manifest(self.manifest.as_dict()),
+            "accepted_large_change": self.accepted_large_change,
+        }
 
-        return (
-            self.restatement_id,
-            str(self.action),
-            self.status or str(self.action),
-            self.logged_at,
-            self.reason,
-            self.actor,
-            js(self.intervals),
-            js(self.rows_before),
-            js(self.rows_after),
-            self.bronze_version,
-            self.arrival_watermark,
-            self.code_version,
-            js(self.snapshot_versions),
-            js(self.table_versions_before),
-            js(self.table_versions_after),
-            js(self.audit_results),
-            self.message,
-        )
+
+# -- writing: engine shapes -> typed columns ---------------------------------------------------
+
+
+def _by_model(
+    value: dict[str, t.Any] | None, convert: t.Callable[[t.Any], t.Any]
+) -> dict[str, t.Any] | None:
+    return None if value is None else {model: convert(item) for model, item in value.items()}
+
+
+def _spans(spans: Spans) -> list[dict[str, date]]:
+    return [{"start": date.fromisoformat(a), "end": date.fromisoformat(b)} for a, b in spans]
+
+
+def _totals(total: dict[str, t.Any]) -> dict[str, object]:
+    return {"rows": int(total["rows"]), "sums": {k: str(v) for k, v in total["sums"].items()}}
+
+
+def _audit(result: AuditResult) -> dict[str, object]:
+    first, last = result.interval
+    return {
+        "model": result.model,
+        "audit": result.audit,
+        "interval_start": date.fromisoformat(first),
+        "interval_end": date.fromisoformat(last),
+        "blocking": result.blocking,
+        "failing_rows": result.rows,
+    }
+
+
+def _staged_table(table: dict[str, t.Any]) -> dict[str, object]:
+    return {**table, "intervals": _spans(table["intervals"]), "changed": _spans(table["changed"])}
+
+
+def _manifest(manifest: dict[str, t.Any]) -> dict[str, object]:
+    def stamp(value: str | None) -> datetime | None:
+        return datetime.fromisoformat(value) if value else None
+
+    return {
+        **manifest,
+        "arrival_watermark": stamp(manifest["arrival_watermark"]),
+        "previous_watermark": stamp(manifest["previous_watermark"]),
+        **{
+            key: _by_model(manifest[key], _spans)
+            for key in ("impacted", "absorbed_by_next_run", "roots")
+        },
+    }
+
+
+# -- reading: either schema -> the engine shapes (``tardy log --json``'s keys) -----------------
+
+
+def _read(row: dict[str, t.Any]) -> dict[str, t.Any]:
+    """A log row as ``entries`` returns it: typed columns for rows written since schema 2,
+    the JSON text columns for older ones (for which the staged detail is the JSON in
+    ``message``)."""
+    legacy = {
+        column: None if row.get(column) is None else json.loads(row[column])
+        for column in JSON_COLUMNS
+    }
+    typed = {
+        "intervals": _by_model(row["model_intervals"], _iso_spans),
+        "rows_before": row["model_rows_before"],
+        "rows_after": row["model_rows_after"],
+        "snapshot_versions": row["model_snapshot_versions"],
+        "table_versions_before": row["model_versions_before"],
+        "table_versions_after": row["model_versions_after"],
+        "audit_results": None if row["audits"] is None else _audit_results(row["audits"]),
+    }
+    out: dict[str, t.Any] = {
+        "restatement_id": row["restatement_id"],
+        "action": row["action"],
+        "status": row["status"],
+        "logged_at": row["logged_at"],
+        "reason": row["reason"],
+        "actor": row["actor"],
+        "bronze_version": row["bronze_version"],
+        "arrival_watermark": row["arrival_watermark"],
+        "code_version": row["code_version"],
+        "message": row["message"],
+    }
+    for key in JSON_COLUMNS:
+        out[key] = typed[key] if typed[key] is not None else legacy[key]
+    staged: dict[str, t.Any] = {
+        "staged_tables": None
+        if row["staged_tables"] is None
+        else [_read_staged_table(table) for table in row["staged_tables"]],
+        "manifest": None if row["manifest"] is None else _read_manifest(row["manifest"]),
+        "accepted_large_change": row["accepted_large_change"],
+    }
+    if staged["staged_tables"] is None and row["action"] == Action.STAGED and row["message"]:
+        staged = {**staged, **json.loads(row["message"])}  # schema 1: the detail was JSON
+    return {**out, **staged}
+
+
+def _iso_spans(spans: list[dict[str, date]]) -> Spans:
+    return [[span["start"].isoformat(), span["end"].isoformat()] for span in spans]
+
+
+def _audit_results(audits: list[dict[str, t.Any]]) -> list[dict[str, object]]:
+    """The audits as ``tardy log --json`` has shown them: how many ran, how many blocking
+    ones failed, and each that returned rows."""
+    failed = [
+        {
+            "audit": a["audit"],
+            "model": a["model"],
+            "interval": [a["interval_start"].isoformat(), a["interval_end"].isoformat()],
+            "rows": a["failing_rows"],
+            "blocking": a["blocking"],
+        }
+        for a in audits
+        if a["failing_rows"] > 0
+    ]
+    return [
+        {
+            "audits_run": len(audits),
+            "blocking_failures": sum(1 for a in failed if a["blocking"]),
+            "failed": failed,
+        }
+    ]
+
+
+def _read_staged_table(table: dict[str, t.Any]) -> dict[str, t.Any]:
+    return {
+        **table,
+        "intervals": _iso_spans(table["intervals"]),
+        "changed": _iso_spans(table["changed"]),
+    }
+
+
+def _read_manifest(manifest: dict[str, t.Any]) -> dict[str, t.Any]:
+    def stamp(value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+    return {
+        **manifest,
+        "arrival_watermark": stamp(manifest["arrival_watermark"]),
+        "previous_watermark": stamp(manifest["previous_watermark"]),
+        **{
+            key: _by_model(manifest[key], _iso_spans) or {}
+            for key in ("impacted", "absorbed_by_next_run", "roots")
+        },
+    }
 
 
 def actor() -> str:
@@ -176,45 +290,24 @@ def code_version() -> str | None:
     return f"{commit}-dirty" if dirty else commit
 
 
-def ensure_log(spark: SparkSession) -> None:
-    """Create the log table and its view where they are missing (two catalog lookups when
-    both exist: every append calls this)."""
-    if spark.catalog.tableExists(LOG_TABLE) and spark.catalog.tableExists(PERIODS_VIEW):
-        return
-    spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
-    spark.sql(LOG_DDL)
-    spark.sql(PERIODS_VIEW_SQL)
-
-
 def append(spark: SparkSession, entry: LogEntry) -> None:
     ensure_log(spark)
     schema = spark.table(LOG_TABLE).schema
-    spark.createDataFrame([entry.row()], schema=schema).write.format("delta").mode(
-        "append"
-    ).saveAsTable(LOG_TABLE)
+    columns = entry.columns()
+    row = tuple(columns.get(name) for name in schema.fieldNames())
+    spark.createDataFrame([row], schema=schema).write.format("delta").mode("append").saveAsTable(
+        LOG_TABLE
+    )
 
 
 def entries(spark: SparkSession, restatement_id: str | None = None) -> list[dict[str, t.Any]]:
-    """Log rows (oldest first), JSON columns decoded."""
+    """Log rows (oldest first) as dicts: the columns of ``tardy log --json`` (structured
+    values in the engine's shapes, ``_read``) and the staged detail."""
     ensure_log(spark)
     frame = spark.table(LOG_TABLE)
     if restatement_id is not None:
         frame = frame.where(frame.restatement_id == restatement_id)
-    rows = [row.asDict() for row in frame.orderBy("logged_at").collect()]
-    json_columns = (
-        "intervals",
-        "rows_before",
-        "rows_after",
-        "snapshot_versions",
-        "table_versions_before",
-        "table_versions_after",
-        "audit_results",
-    )
-    for row in rows:
-        for column in json_columns:
-            if row[column] is not None:
-                row[column] = json.loads(row[column])
-    return rows
+    return [_read(row.asDict(recursive=True)) for row in frame.orderBy("logged_at").collect()]
 
 
 def latest(spark: SparkSession) -> dict[str, dict[str, t.Any]]:

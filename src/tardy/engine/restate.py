@@ -253,19 +253,6 @@ def stage_all(
     return Staging(tables, review, results)
 
 
-def _audit_summary(results: list[audit.AuditResult]) -> list[dict[str, object]]:
-    """The audits' results for the log: one row per audit, model and interval that returned
-    rows, and a count of blocking failures (0 means every blocking audit passed)."""
-    failed = [r.as_dict() for r in results if r.failed]
-    return [
-        {
-            "audits_run": len(results),
-            "blocking_failures": sum(1 for r in results if r.failed and r.blocking),
-            "failed": failed,
-        }
-    ]
-
-
 def _stage_and_promote(
     context: Context,
     spark: SparkSession,
@@ -301,7 +288,7 @@ def _stage_and_promote(
         drop_stage(context, spark)
         failed = LogEntry(
             action=Action.AUDIT_FAILED,
-            audit_results=_audit_summary(failure.results),
+            audits=failure.results,
             **base,  # type: ignore[arg-type]
         )
         failed.message = str(failure)
@@ -325,7 +312,7 @@ def _stage_and_promote(
             m: {"rows": v["rows_after"], "sums": v["sums_after"]} for m, v in totals.items()
         },
         table_versions_before={table.model: table.version_before for table in staged},
-        audit_results=_audit_summary(staging.audits),
+        audits=staging.audits,
     )
     if review.breaker and not accept_large_change:
         drop_stage(context, spark)
@@ -339,17 +326,16 @@ def _stage_and_promote(
             LogEntry(action=Action.BREAKER_TRIPPED, message=message, **base, **details),  # type: ignore[arg-type]
         )
         raise BreakerTripped(f"{message}; prod is unchanged (restatement {restatement_id})")
-    staged_detail = {
-        "staged_tables": [table.as_dict() for table in staged],
-        "manifest": manifest.as_dict(),
-        "accepted_large_change": bool(review.breaker),
-    }
     with meter.step("log"):
         log.append(
             spark,
             LogEntry(
                 action=Action.STAGED,
-                message=json.dumps(staged_detail, default=str),
+                staged_tables=staged,
+                manifest=manifest,
+                accepted_large_change=bool(review.breaker),
+                message=f"staged {len(staged)} table(s), "
+                f"{sum(1 for table in staged if table.changed)} with changed days",
                 **base,  # type: ignore[arg-type]
                 **details,  # type: ignore[arg-type]
             ),
@@ -387,6 +373,11 @@ def _staged_entry(
     return staged[-1], rows
 
 
+def _staged_tables(entry: dict[str, t.Any]) -> list[StagedTable]:
+    """The staged tables a ``staged`` log entry recorded."""
+    return [StagedTable(**table) for table in entry["staged_tables"]]
+
+
 def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outcome:
     """Promote (or finish promoting) a staged restatement; the caller holds the lock."""
     entry, rows = _staged_entry(spark, restatement_id)
@@ -397,8 +388,7 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
         )
     if status not in (Action.STAGED, Action.PROMOTING):
         raise RestatementError(f"restatement {restatement_id} is {status}: nothing to promote")
-    detail = json.loads(entry["message"])
-    staged = [StagedTable(**table) for table in detail["staged_tables"]]
+    staged = _staged_tables(entry)
     current = {
         s.model.name: s.version for s in sqlmesh_api.prod_snapshots(context).values() if s.is_model
     }
@@ -430,7 +420,7 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
     if status == Action.STAGED:
         log.append(spark, LogEntry(action=Action.PROMOTING, **base))
     versions, committed = promotion.promote(spark, restatement_id, staged, checked)
-    manifest = detail["manifest"]
+    manifest = entry["manifest"]
     advanced = not any(manifest["absorbed_by_next_run"].values())
     if advanced:
         advance_watermark(
@@ -584,8 +574,7 @@ def _discard_promoting(context: Context, spark: SparkSession, restatement_id: st
     """
     entry, rows = _staged_entry(spark, restatement_id)
     status = rows[-1]["status"]
-    detail = json.loads(entry["message"])
-    staged = [StagedTable(**table) for table in detail["staged_tables"]]
+    staged = _staged_tables(entry)
     tables = {table.model: table.prod_table for table in staged}
     before = {table.model: table.version_before for table in staged}
     after = promotion.promoted_versions(spark, restatement_id, staged)
@@ -597,7 +586,7 @@ def _discard_promoting(context: Context, spark: SparkSession, restatement_id: st
         undo=f"Restatement {restatement_id} stays {status}, prod holding its rows in "
         f"{', '.join(after)} only. To make prod whole again, recompute its days from bronze "
         "with the stock restatement: "
-        + "; ".join(f"`{command}`" for command in detail["manifest"]["stock_commands"])
+        + "; ".join(f"`{command}`" for command in entry["manifest"]["stock_commands"])
         + " (closing such a restatement in the log is not built yet: docs/concurrency.md)",
     )
     common = dict(
@@ -617,7 +606,7 @@ def _discard_promoting(context: Context, spark: SparkSession, restatement_id: st
             ),
         )
     versions = promotion.rollback(spark, restatement_id, tables, before, after, pending)
-    manifest = detail["manifest"]
+    manifest = entry["manifest"]
     if _advanced_by(spark, restatement_id):
         since = manifest["since_bronze_version"]
         advance_watermark(
@@ -681,8 +670,7 @@ def _rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str
     if status not in (Action.PROMOTED, Action.ROLLING_BACK):
         raise RestatementError(f"restatement {restatement_id} is {status}: nothing to roll back")
     entry, _ = _staged_entry(spark, restatement_id)
-    detail = json.loads(entry["message"])
-    tables = {table["model"]: table["prod_table"] for table in detail["staged_tables"]}
+    tables = {table.model: table.prod_table for table in _staged_tables(entry)}
     before = promoted[-1]["table_versions_before"]
     after = promoted[-1]["table_versions_after"]
     pending = promotion.check_rollback(
@@ -708,11 +696,11 @@ def _rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str
         log.append(spark, LogEntry(action=Action.ROLLING_BACK, **common))  # type: ignore[arg-type]
     versions = promotion.rollback(spark, restatement_id, tables, before, after, pending)
     # Prod no longer reflects the restated rows: put the watermark back before them.
-    since = detail["manifest"]["since_bronze_version"]
+    since = entry["manifest"]["since_bronze_version"]
     advance_watermark(
         spark,
         -1 if since is None else since,
-        detail["manifest"]["previous_watermark"],
+        entry["manifest"]["previous_watermark"],
         f"rollback of restatement {restatement_id}: {reason}",
     )
     log.append(
