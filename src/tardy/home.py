@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tardy import jvm
 from tardy.errors import TardyError
 
 
@@ -64,4 +65,5 @@ def activate() -> DataHome:
     os.environ["TARDY_HOME"] = str(home.root)
     log4j = project_root() / "spark-conf" / "log4j2.properties"
     os.environ.setdefault("TARDY_SPARK_LOG4J", str(log4j))
+    os.environ.setdefault(jvm.ARCHIVE_VARIABLE, jvm.options())
     return home

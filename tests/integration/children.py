@@ -7,11 +7,13 @@ home's embedded metastore, which admits one process at a time.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import typing as t
+from contextlib import redirect_stderr, redirect_stdout
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -31,6 +33,16 @@ def run_in_own_home(script: str, home: Path, *args: str, timeout: float = 900) -
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def cli_in_process(*argv: str) -> tuple[int, str, str]:
+    """``tardy <argv>`` in this process (no JVM start): exit code, stdout, stderr."""
+    from tardy import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, out.getvalue(), err.getvalue()
 
 
 def late_sales(prefix: str, start: date, days: t.Iterable[int] = (1, 4), per_day: int = 2) -> str:

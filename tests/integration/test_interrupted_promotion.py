@@ -2,35 +2,34 @@
 
 Real processes on their own data home (the shared pytest SparkSession holds this session's
 Derby metastore, so the killed processes cannot share it). A JVM start costs 20-25 s, so the
-checks between the kills are grouped in child processes (this module run as a script, calling
-``tardy.cli.main`` in-process):
+checks between the kills are grouped in 3 child processes (this module run as a script,
+calling ``tardy.cli.main`` in-process); 6 processes in all:
 
 1. ``build``: simulate a small lakehouse, build prod, land late rows for closed days, stage a
    restatement (``--no-promote``) and fingerprint prod;
 2. ``tardy promote <id>`` is killed with SIGKILL (``TARDY_FAILPOINT``) after 2 tables, then
    after every table but before the log says promoted (a kill before the first table, and at
    random moments, is ``make chaos``'s);
-3. ``tardy restate`` finds the promotion the log says was interrupted, completes it and says so;
-4. ``tardy rollback`` killed after restoring 2 tables is run again and restores prod exactly;
-5. ``rebuild``: a stock full restatement of the same bronze (``Context.plan`` with
-   ``restate_models``, as ``sqlmesh plan --restate-model`` does) equals prod as the promotion
-   left it, and the log holds each step.
+3. ``resume``: ``tardy restate`` finds the promotion the log says was interrupted, completes
+   it and says so;
+4. ``tardy rollback`` is killed after restoring 2 tables;
+5. ``finish``: ``tardy rollback`` run again restores prod exactly; a stock full restatement
+   of the same bronze (``Context.plan`` with ``restate_models``, as ``sqlmesh plan
+   --restate-model`` does) equals prod as the promotion left it, and the log holds each step.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
 import subprocess
 import sys
 import typing as t
-from contextlib import redirect_stdout
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from children import late_sales, run_in_own_home
+from children import cli_in_process, late_sales, run_in_own_home
 
 from tardy.home import project_root
 from tardy.simulate import SimulationConfig
@@ -42,13 +41,9 @@ BIN = Path(sys.executable).parent
 
 def _cli_json(*argv: str) -> t.Any:
     """``tardy <argv> --json`` in this process; its JSON."""
-    from tardy import cli
-
-    out = io.StringIO()
-    with redirect_stdout(out):
-        code = cli.main([*argv, "--json"])
-    assert code == 0, (argv, out.getvalue()[-3000:])
-    return json.loads(out.getvalue())
+    code, out, _ = cli_in_process(*argv, "--json")
+    assert code == 0, (argv, out[-3000:])
+    return json.loads(out)
 
 
 def build_and_stage() -> dict[str, t.Any]:
@@ -78,25 +73,31 @@ def build_and_stage() -> dict[str, t.Any]:
     }
 
 
-def inspect(restatement_id: str, *what: str) -> dict[str, t.Any]:
-    """Child: ``tardy log <id> --json`` and/or ``tardy fingerprint --json``."""
+def resume(restatement_id: str) -> dict[str, t.Any]:
+    """Child: ``tardy restate`` (it finds the interrupted promotion), then the log and the
+    fingerprint."""
     from tardy.home import activate
 
     activate()
-    out: dict[str, t.Any] = {}
-    if "log" in what:
-        out["log"] = _cli_json("log", restatement_id)
-    if "fingerprint" in what:
-        out["fingerprint"] = _cli_json("fingerprint")
-    return out
+    return {
+        "restate": _cli_json("restate", "--reason", "resume"),
+        "log": _cli_json("log", restatement_id),
+        "fingerprint": _cli_json("fingerprint"),
+    }
 
 
-def rebuild() -> dict[str, t.Any]:
-    """Child: a stock full restatement of every day from bronze, then the fingerprint."""
+def finish(restatement_id: str) -> dict[str, t.Any]:
+    """Child, after a killed rollback: the log it left, ``tardy rollback`` run again, the log
+    and the fingerprint; then a stock full restatement of every day from bronze (as
+    ``sqlmesh plan --restate-model`` does) and the fingerprint."""
     from tardy.home import activate
     from tardy.project import open_context
 
     activate()
+    out: dict[str, t.Any] = {"killed_log": _cli_json("log", restatement_id)}
+    out["rollback"] = _cli_json("rollback", restatement_id, "--reason", "kill test")
+    out["log"] = _cli_json("log", restatement_id)
+    out["fingerprint"] = _cli_json("fingerprint")
     context = open_context()
     context.plan(
         "prod",
@@ -108,7 +109,8 @@ def rebuild() -> dict[str, t.Any]:
         no_prompts=True,
         skip_tests=True,
     )
-    return {"fingerprint": _cli_json("fingerprint")}
+    out["rebuilt"] = _cli_json("fingerprint")
+    return out
 
 
 def _run(home: Path, *args: str, failpoint: str | None = None) -> subprocess.CompletedProcess:
@@ -121,11 +123,6 @@ def _run(home: Path, *args: str, failpoint: str | None = None) -> subprocess.Com
     )
 
 
-def _ok(done: subprocess.CompletedProcess) -> str:
-    assert done.returncode == 0, f"{done.args}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
-
-
 def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: Path) -> None:
     home = tmp_path / "home"
     staged = run_in_own_home(__file__, home, "build")
@@ -136,15 +133,12 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: 
         killed = _run(home, str(BIN / "tardy"), "promote", restatement_id, failpoint=point)
         assert killed.returncode == -signal.SIGKILL, (point, killed.stderr[-2000:])
 
-    resumed = _ok(_run(home, str(BIN / "tardy"), "restate", "--reason", "resume", "--json"))
-    outcome = json.loads(resumed)
+    resumed = run_in_own_home(__file__, home, "resume", restatement_id)
+    outcome, log, after_resume = resumed["restate"], resumed["log"], resumed["fingerprint"]
     assert outcome["recovered"] == (
         f"completed the interrupted promotion of restatement {restatement_id}"
     )
     assert outcome["status"] == "nothing_to_do"
-
-    seen = run_in_own_home(__file__, home, "inspect", restatement_id, "log", "fingerprint")
-    log, after_resume = seen["log"], seen["fingerprint"]
     assert [e["action"] for e in log] == ["staging", "staged", "promoting", "promoted"]
     # Each table got exactly one promotion commit, whatever the kills.
     promoted = log[-1]
@@ -158,29 +152,22 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: 
     rollback = ("rollback", restatement_id, "--reason", "kill test", "--json")
     killed = _run(home, str(BIN / "tardy"), *rollback, failpoint="rollback:2")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    log = run_in_own_home(__file__, home, "inspect", restatement_id, "log")["log"]
-    assert log[-1]["action"] == "rolling_back"
-    rolled = json.loads(_ok(_run(home, str(BIN / "tardy"), *rollback)))
-    seen = run_in_own_home(__file__, home, "inspect", restatement_id, "log", "fingerprint")
+    seen = run_in_own_home(__file__, home, "finish", restatement_id)
+    assert seen["killed_log"][-1]["action"] == "rolling_back"
     assert [e["action"] for e in seen["log"][-2:]] == ["rolling_back", "rolled_back"]
+    rolled = seen["rollback"]
     assert len(rolled["table_versions"]) == tables
     for model, version in rolled["table_versions"].items():
         assert version == promoted["table_versions_after"][model] + 1, model  # one RESTORE
     assert seen["fingerprint"] == unrestated
 
-    rebuilt = run_in_own_home(__file__, home, "rebuild")["fingerprint"]
-    assert after_resume == rebuilt
+    # A stock full restatement of the same bronze equals prod as the promotion left it.
+    assert after_resume == seen["rebuilt"]
     silver = after_resume["silver.sales_transactions"]
     assert silver["rows"] > 0
 
 
 if __name__ == "__main__":
     phase, *args = sys.argv[1:]
-    if phase == "build":
-        result = build_and_stage()
-    elif phase == "inspect":
-        result = inspect(*args)
-    else:
-        assert phase == "rebuild", phase
-        result = rebuild()
-    print(json.dumps(result, default=str))
+    phases = {"build": build_and_stage, "resume": resume, "finish": finish}
+    print(json.dumps(phases[phase](*args), default=str))

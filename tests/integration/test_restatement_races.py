@@ -24,7 +24,6 @@ is two real ``tardy restate`` processes. A JVM start costs 20-25 s, so processes
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -32,12 +31,11 @@ import subprocess
 import sys
 import time
 import typing as t
-from contextlib import redirect_stderr, redirect_stdout
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from children import late_sales
+from children import cli_in_process, late_sales
 
 from tardy.home import project_root
 from tardy.simulate import SimulationConfig
@@ -70,18 +68,13 @@ class Child:
 
     def cli(self, *argv: str) -> dict[str, t.Any]:
         """``tardy <argv>`` in this process: exit code, stdout (JSON when it is), stderr."""
-        from tardy import cli
-
-        out, err = io.StringIO(), io.StringIO()
-        with redirect_stdout(out), redirect_stderr(err):
-            code = cli.main(list(argv))
+        code, text, err = cli_in_process(*argv)
         self.mark(argv[0])
-        text = out.getvalue()
         try:
             payload: t.Any = json.loads(text)
         except ValueError:
             payload = " ".join(text.split())
-        return {"code": code, "out": payload, "err": " ".join(err.getvalue().split())}
+        return {"code": code, "out": payload, "err": " ".join(err.split())}
 
     def report_then_kill(self, out: dict[str, t.Any], failpoint: str, *argv: str) -> None:
         """Print the phase's result, then run ``tardy <argv>`` until the failpoint kills this

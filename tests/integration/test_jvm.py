@@ -1,0 +1,34 @@
+"""The Spark driver starts from the class archive ``make setup`` built (``tardy.jvm``)."""
+
+from __future__ import annotations
+
+import subprocess
+import typing as t
+
+from tardy import jvm
+
+
+def test_the_driver_starts_with_the_class_archive_and_its_classpath_maps_it(
+    spark: t.Any,
+) -> None:
+    assert jvm.ARCHIVE.is_file(), f"{jvm.ARCHIVE} is missing: run `make setup`"
+    java = spark._jvm.java.lang
+    arguments = list(java.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert f"-XX:SharedArchiveFile={jvm.ARCHIVE}" in arguments, arguments
+    # The JVM ignores an archive silently when it does not match the classpath (jars replaced
+    # since it was built); with -Xshare:on it refuses to start instead.
+    home = java.System.getProperty("java.home")
+    done = subprocess.run(
+        [
+            f"{home}/bin/java",
+            "-Xshare:on",
+            f"-XX:SharedArchiveFile={jvm.ARCHIVE}",
+            "-cp",
+            java.System.getProperty("java.class.path"),
+            "-version",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "sharing" in done.stderr
