@@ -1,7 +1,7 @@
 """A class-data-sharing archive that shortens every Spark driver's start.
 
 Every ``tardy`` command, ``sqlmesh`` call and test child starts its own JVM, which loads and
-verifies some 20,000 classes of Spark, Delta, Hive and Derby before its first query. JDK 17
+verifies thousands of classes of Spark, Delta, Hive and Derby before its first query. JDK 17
 can dump the classes one run loaded into an archive (``-XX:ArchiveClassesAtExit``) that later
 JVMs map instead of parsing and verifying the jars again (``-XX:SharedArchiveFile``).
 Measured (``docs/jvm-archive.md``): a process that opens the project and reads a few Delta
