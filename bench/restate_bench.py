@@ -377,6 +377,7 @@ def cli_outcome(wall: float, out: str) -> dict[str, t.Any]:
 
 
 def part_demo(root: Path) -> dict[str, t.Any]:
+    from tardy import jvm
     from tardy.simulate import SimulationConfig, arrival_dir_name
 
     config = SimulationConfig()  # what `tardy demo` simulates
@@ -385,6 +386,9 @@ def part_demo(root: Path) -> dict[str, t.Any]:
     home.mkdir(parents=True)
     log = root / "demo.log"
     env = {**os.environ, "TARDY_HOME": str(home), "TARDY_START": config.start.isoformat()}
+    # The stock `sqlmesh` CLI does not call tardy.home.activate: give it the JVM class
+    # archive too, so that both CLIs start alike.
+    env.setdefault(jvm.ARCHIVE_VARIABLE, jvm.options())
     print(f"[demo] {home} (log: {log})", flush=True)
     tardy, sqlmesh = str(BIN / "tardy"), str(BIN / "sqlmesh")
     build, _ = cli([tardy, "demo"], env, log)
