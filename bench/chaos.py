@@ -390,7 +390,7 @@ class Harness:
             rid = json.loads(out)["restatement_id"]
             self._save("staged")
             _, seconds["promote"] = self._tardy("promote", rid, "--json", log="template-promote")
-            seconds["restate"] = stage + seconds["promote"]
+            seconds["restate"] = stage + seconds["promote"]  # two process starts: one less below
         else:
             _, seconds["restate"] = self._tardy(
                 "restate", "--reason", "chaos", "--json", log="template-restate"
@@ -398,6 +398,8 @@ class Harness:
         started = time.perf_counter()
         promoted = self._fingerprint("fingerprint-promoted")
         startup = time.perf_counter() - started  # a process that reads 6 small tables
+        if rid:  # `tardy restate` is one process: the staging one's and promote's, less a start
+            seconds["restate"] = max(seconds["restate"] - startup, startup)
         if promoted == landed:
             raise SystemExit("template: the late rows changed nothing in prod")
         if "rollback" in commands:
