@@ -16,6 +16,8 @@ the project's dialect; SQLGlot transpiles them to DuckDB for ``sqlmesh test``.
   record of the keys in ``keys.column``, reading only the bronze partitions that hold them.
 - ``@restricted_records(keys, column)``: ``@records_of_keys``, or, when ``tardy restate`` sets
   the variable ``tardy_keys``, the records of those (changed) keys only, from literal lists.
+- ``@restricted_keys(key)``: TRUE, or, when ``tardy restate`` sets ``tardy_keys``, whether
+  ``key`` is one of those (changed) keys: how an audit checks only the rows it recomputed.
 - ``@version_rank(key[, is_valid])``: 1 for the record that wins among the valid records of a
   key.
 - ``@as_int(value)`` / ``@as_money(value)``: the typed value of a bronze text field, or NULL.
@@ -221,6 +223,19 @@ def restricted_records(evaluator: MacroEvaluator, keys: exp.Expr, column: exp.Ex
     if restriction is None:
         return records_of_keys(evaluator, keys, column)
     return records_of_literal_keys(restriction["keys"], restriction["arrival_dates"])
+
+
+@macro()
+def restricted_keys(evaluator: MacroEvaluator, key: exp.Expr) -> exp.Expr:
+    """TRUE in every stock run; when ``tardy restate`` restricts the model to the natural keys
+    that changed (the variable ``tardy_keys``), the predicate ``key IN (<those keys>)``. An
+    audit uses it to check only the rows a key-restricted write recomputed (the other keys'
+    rows are prod's, byte for byte)."""
+    restriction = evaluator.var(KEY_RESTRICTION_VARIABLE)
+    if restriction is None:
+        return exp.true()
+    keys = sorted(set(restriction["keys"]))
+    return key.isin(*(exp.Literal.string(k) for k in keys)) if keys else exp.false()
 
 
 @macro()

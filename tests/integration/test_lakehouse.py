@@ -844,3 +844,58 @@ def test_each_audit_passes_on_prod_and_fails_on_a_damaged_copy(
         assert damaged[audit_name].failed and damaged[audit_name].blocking, damaged[audit_name]
     finally:
         drop_stage(context, spark)
+
+
+def test_key_restricted_reconciliation_counts_the_recomputed_keys(context, spark) -> None:
+    """Written by key, silver's ``reconciles_with_bronze`` counts only the changed keys' valid
+    rows (and every invalid row of the day): the write left every other key's rows as prod's.
+    On a clone of prod it passes; losing a changed key's row fails it; losing another key's
+    row does not (the restricted audit never reads it), while the stock audit does."""
+    from tardy.engine import audit, delta, sqlmesh_api
+    from tardy.engine.stage import KeyRestriction, drop_stage
+    from tardy.key_index import KEY_INDEX_TABLE, KeySet
+
+    snapshot = next(
+        s
+        for s in sqlmesh_api.model_snapshots(context)
+        if s.model.name == "silver.sales_transactions"
+    )
+    prod = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
+    staged = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False))
+    day = CONFIG.start + timedelta(days=5)
+    ids = [
+        r.transaction_id
+        for r in spark.sql(
+            f"SELECT transaction_id FROM {prod} WHERE event_date = DATE'{day}' "
+            "ORDER BY transaction_id"
+        ).collect()
+    ]
+    changed, other = ids[:2], ids[-1]
+    listed = ", ".join(f"'{k}'" for k in changed)
+    dates = spark.sql(
+        f"SELECT DISTINCT arrival_date FROM {KEY_INDEX_TABLE} WHERE natural_key IN ({listed})"
+    ).collect()
+    restriction = KeyRestriction(
+        "transaction_id", KeySet(frozenset(changed), frozenset(r.arrival_date for r in dates))
+    )
+    renderer = sqlmesh_api.Renderer.for_prod(context, execution_day=CONFIG.last_day)
+    renderer.stage(snapshot)
+    interval = [[day.isoformat(), day.isoformat()]]
+
+    def reconciliation(variables) -> audit.AuditResult:
+        results = audit.run(spark, renderer, snapshot, interval, variables)
+        return next(r for r in results if r.audit == "reconciles_with_bronze")
+
+    try:
+        delta.stage_table(spark, staged, prod, delta.version(spark, prod), clone=True)
+        assert reconciliation(restriction.variables()).rows == 0
+        version = delta.version(spark, staged)
+        spark.sql(f"DELETE FROM {staged} WHERE transaction_id = '{changed[0]}'")
+        lost_changed = reconciliation(restriction.variables())
+        assert lost_changed.failed and lost_changed.blocking
+        delta.restore(spark, staged, version)
+        spark.sql(f"DELETE FROM {staged} WHERE transaction_id = '{other}'")
+        assert reconciliation(restriction.variables()).rows == 0
+        assert reconciliation(None).failed
+    finally:
+        drop_stage(context, spark)

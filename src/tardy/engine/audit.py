@@ -5,7 +5,9 @@ table restricted to the interval, other models resolve to their staged or prod t
 renders are combined into one ``UNION ALL`` of row counts, so a model's audits cost one
 statement whatever the number of intervals. An audit fails when its query returns rows, as
 in SQLMesh. Each audit keeps the ``blocking`` setting the project declares (see
-``sqlmesh_api.declared_blocking``).
+``sqlmesh_api.declared_blocking``). A model written by key is audited with the same render
+variables as its write: an audit that reads them (``reconciles_with_bronze``) checks the
+recomputed keys' rows, the others see the whole staged intervals.
 """
 
 from __future__ import annotations
@@ -55,13 +57,15 @@ def run(
     renderer: sqlmesh_api.Renderer,
     snapshot: Snapshot,
     intervals: list[list[str]],
+    variables: dict[str, t.Any] | None = None,
 ) -> list[AuditResult]:
-    """Every audit of the model for every interval, counted in one query."""
+    """Every audit of the model for every interval, counted in one query; ``variables``
+    are the render variables of the model's write (``stage.KeyRestriction.variables``)."""
     blocking = sqlmesh_api.declared_blocking(snapshot)
     cases: list[tuple[str, list[str]]] = []
     branches: list[str] = []
     for first, last in intervals:
-        for name, query in renderer.audits(snapshot, first, last):
+        for name, query in renderer.audits(snapshot, first, last, variables):
             branches.append(
                 f"SELECT {len(cases)} AS _case, COUNT(*) AS _rows FROM "
                 f"({query.sql(dialect='spark', identify=True)}) AS _audit_{len(cases)}"

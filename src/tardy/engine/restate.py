@@ -237,7 +237,8 @@ def stage_all(
             table = prepare(spark, snapshot, snapshots, ranges(days), restriction)
             write(spark, renderer, snapshot, table, restriction)
         with meter.step("audit"):
-            results += audit.run(spark, renderer, snapshot, table.intervals)
+            variables = restriction.variables() if restriction else None
+            results += audit.run(spark, renderer, snapshot, table.intervals, variables)
         with meter.step("diff"):
             table_diff = diff_table(spark, table, sqlmesh_api.grain(snapshot))
         changed[name] = table_diff.changed_days

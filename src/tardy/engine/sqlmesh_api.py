@@ -160,9 +160,16 @@ class Renderer:
             )
         )
 
-    def audits(self, snapshot: Snapshot, first: str, last: str) -> list[tuple[str, exp.Query]]:
+    def audits(
+        self,
+        snapshot: Snapshot,
+        first: str,
+        last: str,
+        variables: dict[str, t.Any] | None = None,
+    ) -> list[tuple[str, exp.Query]]:
         """Every audit query of the model for [first, last], by audit name (SQLMesh's own
-        rendering: ``@this_model`` is the staged table restricted to the interval)."""
+        rendering: ``@this_model`` is the staged table restricted to the interval), with
+        ``variables`` set for this render only, as in ``rows``."""
         from sqlmesh.core.macros import RuntimeStage
 
         start, end = bounds(first, last)
@@ -178,6 +185,7 @@ class Renderer:
                 deployability_index=self.index,
                 runtime_stage=RuntimeStage.AUDITING,
                 **kwargs,
+                **({"variables": variables} if variables else {}),
             )
             out.append((audit.name, query))
         return out

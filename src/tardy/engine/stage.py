@@ -75,6 +75,10 @@ class KeyRestriction:
     def predicate(self) -> str:
         return in_list(f"`{self.column}`", self.keys.keys)
 
+    def variables(self) -> dict[str, t.Any]:
+        """The render variables of the model's write and audits."""
+        return {KEY_RESTRICTION_VARIABLE: self.keys.variable()}
+
 
 def key_restriction(snapshot: Snapshot, keys: KeySet | None) -> KeyRestriction | None:
     """How to restrict the model's write to ``keys``, or None for the interval path: when
@@ -150,9 +154,8 @@ def write(
             part for first, last in table.intervals for part in renderer.rows(snapshot, first, last)
         ]
     else:
-        variables = {KEY_RESTRICTION_VARIABLE: restriction.keys.variable()}
         first, last = table.intervals[0][0], table.intervals[-1][1]
-        rendered = renderer.rows(snapshot, first, last, variables)
+        rendered = renderer.rows(snapshot, first, last, restriction.variables())
     queries = [part for part in rendered if isinstance(part, exp.Query)]
     view = None
     if not rendered:  # a Python model that yielded nothing: the intervals become empty
