@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tardy.busy import home_busy
-from tardy.errors import Refused, TardyError
+from tardy.errors import InputError, Refused, TardyError
 from tardy.home import activate
 from tardy.simulate import SimulationConfig
 
@@ -82,7 +82,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from tardy.demo import run_demo
     from tardy.project import open_context
-    from tardy.report import render
+    from tardy.render import render_summary
 
     with err.status("Starting Spark and loading the SQLMesh project"):
         context = open_context(args.gateway, progress_to_stderr=args.json)
@@ -91,20 +91,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
         _print_json(result.summary.as_dict())
     else:
         console.rule("Summary")
-        render(result.summary, console)
+        render_summary(result.summary, console)
     return 0
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from tardy.project import open_context, spark_of
-    from tardy.report import render, summarize
+    from tardy.render import render_summary
+    from tardy.report import summarize
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
     summary = summarize(spark_of(context), int(context.config.variables["grace_days"]))
     if args.json:
         _print_json(summary.as_dict())
     else:
-        render(summary, console)
+        render_summary(summary, console)
     return 0
 
 
@@ -123,28 +124,9 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
 
 
 def _render_manifest(manifest: t.Any) -> None:
-    from rich.table import Table
+    from tardy.render import render_manifest
 
-    since = manifest.since_bronze_version
-    console.print(
-        f"Bronze version {manifest.bronze_version} (watermark was "
-        f"{since if since is not None else 'unset'}); arrival watermark "
-        f"{manifest.arrival_watermark}; {manifest.late_rows} late changes not yet in prod."
-    )
-    table = Table(title="Closed intervals to restate")
-    table.add_column("model")
-    table.add_column("intervals")
-    for model, spans in manifest.impacted.items():
-        table.add_row(model, ", ".join(f"{a}..{b}" if a != b else a for a, b in spans) or "-")
-    console.print(table)
-    for model, spans in manifest.absorbed_by_next_run.items():
-        if spans:
-            days = ", ".join(f"{a}..{b}" if a != b else a for a, b in spans)
-            console.print(f"Inside the grace window, the next `sqlmesh run` absorbs {model} {days}")
-    if manifest.stock_commands:
-        console.print("Stock equivalent (recomputes whole hulls):")
-        for command in manifest.stock_commands:
-            console.print(f"  {command}", markup=False)
+    render_manifest(manifest, console)
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
@@ -161,43 +143,20 @@ def cmd_detect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _diff_table(diff: t.Any) -> t.Any:
-    from rich.table import Table
-
-    from tardy.engine.diff import measure_of
-
-    table = Table(title=f"Restatement {diff.restatement_id}: staged vs prod")
-    for column in ("model", "interval", "rows", "sum", "added", "removed", "changed"):
-        table.add_column(column, justify="left" if column in ("model", "interval") else "right")
-    for item in diff.intervals:
-        measure = measure_of(item.sums_before)
-        change = ""
-        if measure is not None:
-            before, after = item.sums_before.get(measure, ""), item.sums_after.get(measure, "")
-            change = f"{measure}: {before} → {after}"
-        table.add_row(
-            item.model,
-            f"{item.interval[0]}..{item.interval[1]}",
-            f"{item.rows_before:,} → {item.rows_after:,}",
-            change,
-            f"{item.keys_added:,}",
-            f"{item.keys_removed:,}",
-            f"{item.keys_changed:,}",
-        )
-    return table
-
-
 def _render_outcome(outcome: t.Any) -> None:
     if outcome.recovered:
         console.print(f"Recovered: {outcome.recovered}")
     if outcome.manifest is not None:
         _render_manifest(outcome.manifest)
     if outcome.diff is not None:
-        console.print(_diff_table(outcome.diff))
+        from tardy.render import diff_table
+
+        console.print(diff_table(outcome.diff))
         for trip in outcome.diff.breaker:
             console.print(f"  breaker: {trip.day} {trip.measure} {trip.before} -> {trip.after}")
     for model in outcome.evaluated:
-        if model in outcome.promoted or outcome.status != "promoted":
+        # With nothing promoted at all, the closing message says so once for every model.
+        if model in outcome.promoted or outcome.status != "promoted" or not outcome.promoted:
             continue
         console.print(f"{model}: recomputed unchanged, nothing promoted", markup=False)
     if outcome.seconds:
@@ -216,7 +175,23 @@ def _render_outcome(outcome: t.Any) -> None:
         f"(report in {outcome.report_dir}).",
         "already_promoted": f"Restatement {outcome.restatement_id} was already promoted.",
     }
-    console.print(messages[outcome.status], markup=False)
+    message = messages[outcome.status]
+    if outcome.environment:
+        example = next(iter(outcome.views.values()), "")
+        console.print(
+            f"Query it as environment {outcome.environment}: every model under "
+            f"<schema>__{outcome.environment}.<table>, e.g. SELECT * FROM {example}",
+            markup=False,
+        )
+    named = outcome.manifest is not None and outcome.manifest.named is not None
+    if outcome.status == "nothing_to_do" and named:
+        message = "Nothing to restate: the named models have no computed interval in that range."
+    elif outcome.status == "promoted" and not outcome.promoted:
+        message = (
+            f"Restatement {outcome.restatement_id}: every restated interval was recomputed "
+            f"equal to prod, so nothing was promoted (report in {outcome.report_dir})."
+        )
+    console.print(message, markup=False)
 
 
 def _report(args: argparse.Namespace, error: TardyError) -> int:
@@ -257,9 +232,25 @@ def _restatement_command(
     return 0
 
 
+def _selection(args: argparse.Namespace) -> t.Any:
+    """The named restatement ``--model/--start/--end`` ask for, or None (detected)."""
+    from tardy.engine.named import Selection
+
+    given = [args.model, args.start, args.end]
+    if not any(given):
+        return None
+    if not all(given):
+        raise InputError("a named restatement needs --model, --start and --end together")
+    return Selection(tuple(args.model), args.start, args.end)
+
+
 def cmd_restate(args: argparse.Namespace) -> int:
     from tardy.engine.restate import new_id, restate
 
+    try:
+        selection = _selection(args)
+    except TardyError as error:
+        return _report(args, error)
     restatement_id = None if args.dry_run else new_id()  # a dry run takes no lock
     return _restatement_command(
         args,
@@ -272,6 +263,8 @@ def cmd_restate(args: argparse.Namespace) -> int:
             accept_large_change=args.accept_large_change,
             threshold=args.max_change,
             restatement_id=restatement_id,
+            selection=selection,
+            environment_name=args.env,
         ),
         lock_as=restatement_id,
     )
@@ -312,10 +305,9 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from rich.table import Table
-
     from tardy.engine import log as restatement_log
     from tardy.project import open_context, spark_of
+    from tardy.render import log_table
 
     context = open_context(args.gateway, load=False, progress_to_stderr=args.json)
     spark = spark_of(context)
@@ -326,31 +318,14 @@ def cmd_log(args: argparse.Namespace) -> int:
             else restatement_log.summary(spark)
         )
         return 0
-    table = Table(title="Restatement log")
-    for column in ("id", "status", "reason", "actor", "created", "promoted", "intervals"):
-        table.add_column(column)
-    for item in restatement_log.summary(spark):
-        if args.restatement_id and item["restatement_id"] != args.restatement_id:
-            continue
-        table.add_row(
-            item["restatement_id"],
-            item["status"],
-            item["reason"],
-            item["actor"],
-            f"{item['created_at']:%Y-%m-%d %H:%M:%S}",
-            f"{item['promoted_at']:%Y-%m-%d %H:%M:%S}" if item.get("promoted_at") else "",
-            "; ".join(
-                f"{model.split('.')[-1]} {len(spans)}"
-                for model, spans in (item.get("intervals") or {}).items()
-            ),
-        )
-    console.print(table)
+    console.print(log_table(restatement_log.summary(spark), args.restatement_id))
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from tardy.project import open_context, spark_of
-    from tardy.status import render_status, status
+    from tardy.render import render_status
+    from tardy.status import status
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
     with err.status("Measuring lateness and comparing new bronze rows with prod"):
@@ -408,9 +383,24 @@ def build_parser() -> argparse.ArgumentParser:
     det.set_defaults(func=cmd_detect)
 
     res = sub.add_parser(
-        "restate", help="stage, audit, diff and promote exactly the detected intervals"
+        "restate",
+        help="stage, audit, diff and promote exactly the detected intervals (or the named "
+        "models over a range)",
     )
     res.add_argument("--reason", required=True, help="why (kept in the restatement log)")
+    res.add_argument(
+        "--model",
+        action="append",
+        help="restate this model (and what reads it) instead of what detect finds; "
+        "repeatable; names, wildcards and tag:... as `sqlmesh plan --restate-model`",
+    )
+    res.add_argument("--start", type=date.fromisoformat, help="first day (with --model)")
+    res.add_argument("--end", type=date.fromisoformat, help="last day (with --model)")
+    res.add_argument(
+        "--env",
+        help="with --no-promote: the environment to query it in (<schema>__<env>.<table>); "
+        "default: named after the restatement",
+    )
     res.add_argument("--json", action="store_true")
     res.add_argument("--dry-run", action="store_true", help="print the manifest, change nothing")
     res.add_argument(

@@ -1,12 +1,13 @@
-"""The readable summary of a data home: rows per layer, lateness, quarantine, weekly totals."""
+"""The readable summary of a data home: rows per layer, lateness, quarantine, weekly totals.
+
+``tardy summary`` prints it with ``tardy.render.render_summary``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
 from pyspark.sql import SparkSession
-from rich.console import Console
-from rich.table import Table
 
 from tardy.ingest import BRONZE_TABLE
 
@@ -74,34 +75,3 @@ def summarize(spark: SparkSession, grace_days: int) -> Summary:
         ).collect()
     ]
     return Summary(rows, lateness, quarantined, weekly)
-
-
-def render(summary: Summary, console: Console) -> None:
-    layers = Table(title="Rows per layer")
-    layers.add_column("table")
-    layers.add_column("rows", justify="right")
-    for table, count in summary.rows.items():
-        layers.add_row(table, f"{count:,}")
-    console.print(layers)
-
-    lat = summary.lateness
-    console.print(
-        f"Late arrivals: [bold]{lat['late_share']:.1%}[/] of {lat['records_with_event_ts']:,} "
-        f"records arrived after their event day; [bold]{lat['beyond_grace_share']:.2%}[/] "
-        f"beyond the {lat['grace_days']}-day grace window (p95 lag {lat['p95_lag_hours']} h)."
-    )
-
-    quarantine = Table(title="Quarantined by reason")
-    quarantine.add_column("reason")
-    quarantine.add_column("rows", justify="right")
-    for reason, count in summary.quarantined.items():
-        quarantine.add_row(reason, f"{count:,}")
-    console.print(quarantine)
-
-    weekly = Table(title="Gold revenue by week (all stores)")
-    weekly.add_column("week")
-    weekly.add_column("transactions", justify="right")
-    weekly.add_column("revenue", justify="right")
-    for week in summary.weekly:
-        weekly.add_row(str(week["week_start"]), f"{week['transactions']:,}", str(week["revenue"]))
-    console.print(weekly)

@@ -41,6 +41,8 @@ The view ``tardy.daily_store_revenue_status`` (``DAILY_STATUS_VIEW_SQL``) is
 which restatement the day was last restated (``tardy.restated_periods``), computed from
 bronze when it is read, so it never goes stale; the grace window is written into it when
 ``ensure_status_view`` (re)creates it, which every ``status`` call does.
+
+``tardy status`` prints a ``Status`` with ``tardy.render.render_status``.
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ from tardy.ingest import BRONZE_TABLE
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from rich.console import Console
     from sqlmesh import Context
 
     from tardy.engine.closure import Closure
@@ -270,68 +271,3 @@ def status(context: Context, spark: SparkSession) -> Status:
             "absorbed_by_next_run": manifest.absorbed_by_next_run,
         },
     )
-
-
-def _spans(spans: list[list[str]]) -> str:
-    return ", ".join(a if a == b else f"{a}..{b}" for a, b in spans) or "-"
-
-
-def _num(value: float | None, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
-
-
-def render_status(result: Status, console: Console) -> None:
-    from rich.table import Table
-
-    if result.data_watermark is None:
-        console.print("Bronze is empty: no data watermark yet, every day is provisional.")
-    else:
-        console.print(
-            f"Data watermark [bold]{result.data_watermark}[/] = latest arrival "
-            f"{result.max_arrival_ts} - {result.grace_days} days of grace: days through "
-            f"[bold]{result.last_final_day}[/] are [green]final[/], from "
-            f"{result.first_provisional_day} [yellow]provisional[/]."
-        )
-
-    lateness_table = Table(
-        title=f"Lateness by source (late: arrived > {result.grace_days} days after the event "
-        "day ended)"
-    )
-    for column in ("source", "rows", "measured", "no event_ts", "event > arrival", "late"):
-        lateness_table.add_column(column, justify="left" if column == "source" else "right")
-    for column in ("late %", "lag p50 h", "p95 h", "p99 h", "latest arrival"):
-        lateness_table.add_column(column, justify="right")
-    for item in [*result.sources, result.overall]:
-        lateness_table.add_row(
-            "all" if item is result.overall else item.source_system,
-            f"{item.rows:,}",
-            f"{item.measured_rows:,}",
-            f"{item.rows_without_event_ts:,}",
-            f"{item.rows_event_after_arrival:,}",
-            f"{item.late_rows:,}",
-            "-" if item.late_ratio is None else f"{item.late_ratio:.2%}",
-            _num(item.lag_hours_p50, ".1f"),
-            _num(item.lag_hours_p95, ".1f"),
-            _num(item.lag_hours_p99, ".1f"),
-            item.max_arrival_ts or "-",
-            end_section=item is result.sources[-1] if result.sources else False,
-        )
-    console.print(lateness_table)
-
-    pending = Table(title="Late data prod does not reflect yet (tardy detect)")
-    pending.add_column("model")
-    pending.add_column("final, to restate")
-    pending.add_column("to restate, but provisional")
-    pending.add_column("next run absorbs, but final")
-    models = dict.fromkeys([*result.pending_final, *result.absorbed_but_final])
-    for model in models:
-        pending.add_row(
-            model,
-            _spans(result.pending_final.get(model, [])),
-            _spans(result.pending_provisional.get(model, [])),
-            _spans(result.absorbed_but_final.get(model, [])),
-        )
-    console.print(pending)
-    if any(result.pending_final.values()):
-        console.print("Final periods have late data: `tardy restate --reason ...` applies it.")
-    console.print(f"Per day: SELECT * FROM {result.view}", markup=False)

@@ -561,12 +561,34 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     )
     assert json.loads((report / "diff.json").read_text())["restatement_id"] == staged.restatement_id
 
+    # While staged, the restatement is a virtual environment: every model under
+    # <schema>__<env>.<table>, reading its staged rows on the restated days and prod's
+    # elsewhere; sqlmesh's table_diff works on it.
+    env = staged.environment
+    assert env == "r_" + staged.restatement_id.lower().replace("-", "_")
+    assert set(staged.views) == set(content_hashes(context, spark))
+    assert staged.views["silver.sales_transactions"] == f"silver__{env}.sales_transactions"
+    as_staged = {model: view_hash(spark, view) for model, view in staged.views.items()}
+    assert as_staged["silver.sales_transactions"] != view_hash(spark, "silver.sales_transactions")
+    assert as_staged["gold.weekly_store_revenue"] != view_hash(spark, "gold.weekly_store_revenue")
+    row_diff = context.table_diff(
+        "silver.sales_transactions",
+        staged.views["silver.sales_transactions"],
+        on=["transaction_id"],
+        show=False,
+    )[0].row_diff()
+    assert (row_diff.s_only_count, row_diff.t_only_count) == (len(sales), 1)  # voids; LATE-1
+    assert content_hashes(context, spark) == before
+
     # A second restatement is refused while this one waits for review.
     with pytest.raises(Exception, match="awaiting review"):
         restate(context, spark, "a second one")
 
     done = promote_staged(context, spark, staged.restatement_id)
     assert done.status == "promoted"
+    # Prod is now what the environment showed, and the environment is gone.
+    assert {model: view_hash(spark, model) for model in as_staged} == as_staged
+    assert not spark.catalog.databaseExists(f"silver__{env}")
     assert done.evaluated == expected_evaluated
     # Only days whose rows changed are promoted: silver's d(2) was recomputed unchanged.
     assert done.promoted == {
@@ -623,6 +645,14 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         f"WHERE event_date = DATE'{d(6)}'"
     ).collect()
     assert [tuple(r) for r in shown] == [(staged.restatement_id, "late January data")]
+
+
+def view_hash(spark, name: str) -> tuple[int, int]:
+    """Row count and an order-free content hash of a table or view."""
+    row = spark.sql(
+        f"SELECT COUNT(*), SUM(CAST(xxhash64(*) AS DECIMAL(38, 0))) FROM {name}"
+    ).first()
+    return int(row[0]), int(row[1] or 0)
 
 
 def assert_silver_was_written_by_key(context, spark, key_set) -> None:
@@ -899,3 +929,93 @@ def test_key_restricted_reconciliation_counts_the_recomputed_keys(context, spark
         assert reconciliation(None).failed
     finally:
         drop_stage(context, spark)
+
+
+# --- named restatements: the models a user names, over a range they choose -------------------
+
+
+def test_named_selection_follows_sqlmesh_restate_model(context) -> None:
+    """Names, wildcards and an external model (standing for the models that read it), as
+    `sqlmesh plan --restate-model` takes them; a selection naming nothing is refused."""
+    from tardy.engine.named import Selection, SelectionError, selected_models
+
+    def names(*selectors: str) -> list[str]:
+        return selected_models(context, Selection(selectors, CONFIG.start, CONFIG.start))
+
+    assert names("gold.weekly_store_revenue") == ["gold.weekly_store_revenue"]
+    assert names("gold.*_store_revenue") == [
+        "gold.daily_store_revenue",
+        "gold.weekly_store_revenue",
+        "gold.monthly_store_revenue",
+    ]
+    assert names("bronze.pos_events") == ["silver.sales_quarantine", "silver.sales_transactions"]
+    with pytest.raises(SelectionError, match="names no model"):
+        names("gold.no_such_model")
+
+
+def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_back(
+    context, spark, timeline
+) -> None:
+    """A partner says one day of daily revenue is wrong (here: prod's daily table edited
+    outside SQLMesh). `--model gold.daily_store_revenue` over that day recomputes it, stages
+    the closure (its week, month and features window), promotes only what changed, leaves
+    the arrival watermark alone, and rolls back to exactly the edited state. Over a range
+    where nothing is wrong it promotes nothing and says so."""
+    from tardy.engine import log as restatement_log
+    from tardy.engine.detect import watermark
+    from tardy.engine.named import Selection
+    from tardy.engine.restate import restate, rollback
+
+    daily = _physical(context, "gold.daily_store_revenue")
+    day = CONFIG.start + timedelta(days=9)
+    clean = content_hashes(context, spark)
+    clean_version = spark.sql(f"DESCRIBE HISTORY {daily} LIMIT 1").first().version
+    spark.sql(
+        f"UPDATE {daily} SET revenue = revenue + 100 WHERE event_date = DATE'{day}' "
+        "AND store_id = 1"
+    )
+    edited = content_hashes(context, spark)
+    assert edited != clean
+    mark = watermark(spark)
+    try:
+        selection = Selection(("gold.daily_store_revenue",), day, day)
+        done = restate(context, spark, "partner: store 1 revenue wrong", selection=selection)
+        d = day.isoformat()
+        assert done.manifest.roots == {"gold.daily_store_revenue": [[d, d]]}
+        assert done.manifest.named == {"models": ["gold.daily_store_revenue"], "start": d, "end": d}
+        assert set(done.evaluated) == {
+            "gold.daily_store_revenue",
+            "gold.weekly_store_revenue",
+            "gold.monthly_store_revenue",
+            "gold.store_features",
+        }
+        assert done.evaluated["gold.daily_store_revenue"] == [[d, d]]
+        assert done.status == "promoted"
+        # The recomputed week, month and features equal prod's (computed before the edit).
+        assert done.promoted == {"gold.daily_store_revenue": [[d, d]]}
+        assert content_hashes(context, spark) == clean
+        assert watermark(spark) == mark and not done.advanced_watermark
+        entries = restatement_log.entries(spark, done.restatement_id)
+        assert [e["action"] for e in entries] == ["staging", "staged", "promoting", "promoted"]
+        assert entries[1]["manifest"]["reasons"]["gold.daily_store_revenue"].startswith("named:")
+
+        rollback(context, spark, done.restatement_id, "check the rollback")
+        assert content_hashes(context, spark) == edited
+        assert watermark(spark) == mark
+
+    finally:
+        spark.sql(f"RESTORE TABLE {daily} TO VERSION AS OF {clean_version}")
+    assert content_hashes(context, spark) == clean
+
+    # Nothing wrong in the range: every staged interval equals prod, nothing is promoted.
+    quiet_day = CONFIG.start + timedelta(days=11)
+    quiet = restate(
+        context,
+        spark,
+        "nothing wrong here",
+        selection=Selection(("gold.daily_store_revenue",), quiet_day, quiet_day),
+    )
+    q = quiet_day.isoformat()
+    assert quiet.evaluated["gold.daily_store_revenue"] == [[q, q]]
+    assert quiet.status == "promoted" and quiet.promoted == {}
+    assert content_hashes(context, spark) == clean

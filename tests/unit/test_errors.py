@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tardy.engine.audit import AuditFailed
+from tardy.engine.named import SelectionError
 from tardy.engine.promote import ProdChangedError
 from tardy.engine.restate import BreakerTripped, PendingRestatement, RestatementError
 from tardy.engine.sqlmesh_api import NoProdError
@@ -20,6 +23,7 @@ from tardy.lock import LockedError
         (IngestError, 1),
         (ProjectNotFound, 1),
         (NoProdError, 1),
+        (SelectionError, 1),
         (RestatementError, 2),
         (BreakerTripped, 2),
         (ProdChangedError, 2),
@@ -34,3 +38,17 @@ def test_each_error_has_its_documented_exit_code(error: type[TardyError], code: 
 
 def test_a_failed_audit_exits_2() -> None:
     assert AuditFailed([]).exit_code == 2
+
+
+def test_a_named_restatement_needs_model_start_and_end_together(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """Refused before any project or Spark session opens (exit 1, the reason on stderr)."""
+    from tardy import cli
+
+    monkeypatch.setenv("TARDY_HOME", str(tmp_path))
+    code = cli.main(["restate", "--reason", "week 12", "--model", "gold.*", "--json"])
+    assert code == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["exit_code"] == 1 and "--model, --start and --end together" in out["error"]
+    assert not (tmp_path / "metastore_db").exists()

@@ -153,6 +153,10 @@ class Manifest:
     # knew them as literals (at most MAX_INLINED_ROWS new rows). Not part of the report (it
     # can hold thousands of keys): only staging reads it, in the same process.
     keys: dict[str, KeySet] = field(default_factory=dict, repr=False)
+    # A named restatement's selection (``tardy.engine.named``): models, start, end; None for
+    # a detected one. Not a log column (the log's manifest is schema 2): the named models'
+    # ``reasons`` say it there.
+    named: dict[str, object] | None = None
 
     def as_dict(self) -> dict[str, object]:
         out = asdict(self)
@@ -171,7 +175,9 @@ def ensure_watermark_table(spark: SparkSession) -> None:
     spark.sql(WATERMARK_DDL)
 
 
-def _watermark(spark: SparkSession) -> tuple[int | None, str | None]:
+def watermark(spark: SparkSession) -> tuple[int | None, str | None]:
+    """The arrival watermark: (bronze version, latest arrival) prod reflects, or (None, None)
+    when it was never set."""
     row = spark.sql(
         f"SELECT bronze_version, arrival_watermark FROM {WATERMARK_TABLE} "
         "ORDER BY advanced_at DESC, bronze_version DESC LIMIT 1"
@@ -271,14 +277,14 @@ def _changes(
 def detect(context: Context, spark: SparkSession) -> Manifest:
     ensure_watermark_table(spark)
     grace = int(context.config.variables["grace_days"])
-    since, previous = _watermark(spark)
+    since, previous = watermark(spark)
     version = bronze_version(spark)
     # Bronze is append-only: its latest arrival is in the partitions from the previous one on.
     newer = f"WHERE arrival_date >= DATE'{previous[:10]}'" if previous else ""
     arrival = spark.sql(
         f"SELECT MAX(arrival_ts) AS m FROM {BRONZE_TABLE} VERSION AS OF {version} {newer}"
     )
-    watermark = arrival.first().m
+    latest = arrival.first().m
     changes, literal = _changes(context, spark, since, version) if since != version else ([], None)
     found = {
         SILVER: {d for r in changes if r.kind == "silver" for d in (r.new_day, r.old_day) if d},
@@ -305,7 +311,7 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
             parents = ", ".join(closure.parents(model))
             reasons[model] = f"the intervals that read an impacted day of {parents}"
     manifest = Manifest(
-        arrival_watermark=watermark.isoformat() if watermark else None,
+        arrival_watermark=latest.isoformat() if latest else None,
         previous_watermark=previous,
         bronze_version=version,
         since_bronze_version=since,

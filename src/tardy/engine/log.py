@@ -156,6 +156,7 @@ def _manifest(manifest: dict[str, t.Any]) -> dict[str, object]:
     def stamp(value: str | None) -> datetime | None:
         return datetime.fromisoformat(value) if value else None
 
+    manifest = {k: v for k, v in manifest.items() if k != "named"}  # in ``reasons`` instead
     return {
         **manifest,
         "arrival_watermark": stamp(manifest["arrival_watermark"]),
@@ -252,6 +253,7 @@ def _read_manifest(manifest: dict[str, t.Any]) -> dict[str, t.Any]:
     def stamp(value: datetime | None) -> str | None:
         return value.isoformat() if value else None
 
+    manifest = {k: v for k, v in manifest.items() if k != "named"}  # in ``reasons`` instead
     return {
         **manifest,
         "arrival_watermark": stamp(manifest["arrival_watermark"]),

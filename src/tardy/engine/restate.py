@@ -35,12 +35,14 @@ from enum import StrEnum
 from pathlib import Path
 
 from tardy import lock
-from tardy.engine import audit, delta, log, sqlmesh_api
+from tardy.engine import audit, delta, environment, log, sqlmesh_api
 from tardy.engine import promote as promotion
 from tardy.engine.closure import Closure, days_of, ranges
 from tardy.engine.detect import WATERMARK_TABLE, Manifest, advance_watermark, detect
 from tardy.engine.diff import Breaker, Diff, breaker, diff_table
 from tardy.engine.log import Action, LogEntry
+from tardy.engine.named import Selection
+from tardy.engine.named import manifest as named_manifest
 from tardy.engine.stage import StagedTable, drop_stage, key_restriction, prepare, write
 from tardy.errors import Refused, RestatementFailed
 from tardy.home import activate
@@ -84,6 +86,9 @@ class Outcome:
     recovered: str | None = None  # what happened to an interrupted restatement
     report_dir: str | None = None
     advanced_watermark: bool = False
+    # While staged: the environment's name and each model's view in it (``environment``).
+    environment: str | None = None
+    views: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # per step: detect, stage, ...
     statements: dict[str, int] = field(default_factory=dict)  # Spark statements per step
     executions: dict[str, int] = field(default_factory=dict)  # and with nested executions
@@ -99,6 +104,8 @@ class Outcome:
             "recovered": self.recovered,
             "report_dir": self.report_dir,
             "advanced_watermark": self.advanced_watermark,
+            "environment": self.environment,
+            "views": self.views,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "statements": self.statements,
             "executions": self.executions,
@@ -135,15 +142,28 @@ def restate(
     accept_large_change: bool = False,
     threshold: float | None = None,
     restatement_id: str | None = None,
+    selection: Selection | None = None,
+    environment_name: str | None = None,
 ) -> Outcome:
+    """Restate what ``detect`` finds, or, with a ``selection``, the models it names over its
+    range (``tardy.engine.named``); the same flow either way. Left staged (``promote=False``)
+    it is readable as the virtual environment ``environment_name`` (default: named after
+    the restatement; ``tardy.engine.environment``)."""
     if not reason.strip():
         raise ValueError("a restatement needs a --reason")
+
+    def find() -> Manifest:
+        if selection is None:
+            return detect(context, spark)
+        return named_manifest(context, spark, selection)
+
     meter = delta.Meter(spark)
     if dry_run:  # print only: no lock, no recovery, no write
         with meter.step("detect"):
-            manifest = detect(context, spark)
+            manifest = find()
         return Outcome(None, Status.DRY_RUN, manifest, **meter.as_dict())  # type: ignore[arg-type]
     restatement_id = restatement_id or new_id()
+    env = environment.name_for(restatement_id, environment_name)
     with _locked(context, spark, restatement_id) as recovered:
         pending = [
             row
@@ -157,7 +177,7 @@ def restate(
                 f"`tardy promote {waiting}` or `tardy discard {waiting}` first"
             )
         with meter.step("detect"):
-            manifest = detect(context, spark)
+            manifest = find()
         if manifest.is_empty:
             with meter.step("log"):
                 advanced = _advance(spark, manifest, reason)
@@ -179,15 +199,24 @@ def restate(
             promote=promote,
             accept_large_change=accept_large_change,
             watch=watched(context, threshold),
+            environment_name=env,
         )
         outcome.recovered = recovered
         return outcome
 
 
+def moves_watermark(manifest: dict[str, t.Any]) -> bool:
+    """Whether promoting the manifest moves the arrival watermark: a detected restatement
+    does (to the bronze version it read), a named one carries the watermark's own version."""
+    since = manifest["since_bronze_version"]
+    return manifest["bronze_version"] != (-1 if since is None else since)
+
+
 def _advance(spark: SparkSession, manifest: Manifest, reason: str) -> bool:
     """Advance the arrival watermark unless changes inside the grace window still wait for
-    the next run (then they are checked again next time)."""
-    if any(manifest.absorbed_by_next_run.values()):
+    the next run (then they are checked again next time), or the manifest is a named
+    restatement's (it does not move it)."""
+    if any(manifest.absorbed_by_next_run.values()) or not moves_watermark(manifest.as_dict()):
         return False
     advance_watermark(spark, manifest.bronze_version, manifest.arrival_watermark, reason)
     return True
@@ -265,6 +294,7 @@ def _stage_and_promote(
     promote: bool,
     accept_large_change: bool,
     watch: Breaker,
+    environment_name: str,
 ) -> Outcome:
     snapshots = {
         s.model.name: s.version for s in sqlmesh_api.prod_snapshots(context).values() if s.is_model
@@ -349,6 +379,12 @@ def _stage_and_promote(
         evaluated={table.model: table.intervals for table in staged},
         report_dir=str(folder),
     )
+    if not promote:
+        with meter.step("environment"):
+            outcome.views = environment.create(
+                context, spark, restatement_id, environment_name, staged
+            )
+        outcome.environment = environment_name
     if promote:
         with meter.step("promote"):
             promoted = _promote(context, spark, restatement_id)
@@ -422,7 +458,7 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
         log.append(spark, LogEntry(action=Action.PROMOTING, **base))
     versions, committed = promotion.promote(spark, restatement_id, staged, checked)
     manifest = entry["manifest"]
-    advanced = not any(manifest["absorbed_by_next_run"].values())
+    advanced = moves_watermark(manifest) and not any(manifest["absorbed_by_next_run"].values())
     if advanced:
         advance_watermark(
             spark,
@@ -696,14 +732,16 @@ def _rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str
     if status == Action.PROMOTED:
         log.append(spark, LogEntry(action=Action.ROLLING_BACK, **common))  # type: ignore[arg-type]
     versions = promotion.rollback(spark, restatement_id, tables, before, after, pending)
-    # Prod no longer reflects the restated rows: put the watermark back before them.
+    # Prod no longer reflects the restated rows: put the watermark back before them (a named
+    # restatement never moved it).
     since = entry["manifest"]["since_bronze_version"]
-    advance_watermark(
-        spark,
-        -1 if since is None else since,
-        entry["manifest"]["previous_watermark"],
-        f"rollback of restatement {restatement_id}: {reason}",
-    )
+    if moves_watermark(entry["manifest"]):
+        advance_watermark(
+            spark,
+            -1 if since is None else since,
+            entry["manifest"]["previous_watermark"],
+            f"rollback of restatement {restatement_id}: {reason}",
+        )
     log.append(
         spark,
         LogEntry(action=Action.ROLLED_BACK, table_versions_after=versions, **common),  # type: ignore[arg-type]

@@ -49,6 +49,13 @@ def model_snapshots(context: Context) -> list[Snapshot]:
     return [snapshots[fqn] for fqn in context.dag if fqn in snapshots]
 
 
+def expand_selection(context: Context, selectors: t.Iterable[str]) -> set[str]:
+    """The fully qualified names a model selection names, expanded by SQLMesh's own selector
+    (what ``sqlmesh plan --restate-model`` uses: names, wildcards, ``tag:``, ``+`` for
+    upstream or downstream)."""
+    return set(context._new_selector().expand_model_selections(list(selectors)))
+
+
 def parent_names(snapshot: Snapshot, snapshots: t.Iterable[Snapshot]) -> list[str]:
     """The model names of the snapshot's parents among ``snapshots``."""
     names = {s.name: s.model.name for s in snapshots}

@@ -31,7 +31,7 @@ from functools import reduce
 import pandas as pd
 from sqlglot import exp
 
-from tardy.engine import delta, sqlmesh_api
+from tardy.engine import delta, environment, sqlmesh_api
 from tardy.key_index import KEY_RESTRICTION_VARIABLE, KeySet
 from tardy.sql import in_list
 
@@ -195,7 +195,9 @@ def write(
 
 
 def drop_stage(context: Context, spark: SparkSession) -> None:
-    """Drop every model's staged table (prod's files are not touched: a shallow clone's own
-    directory holds only what was written into it)."""
+    """Drop the restatement's environment, if it has one, and every model's staged table
+    (prod's files are not touched: a shallow clone's own directory holds only what was
+    written into it)."""
+    environment.drop(spark)
     for snapshot in sqlmesh_api.model_snapshots(context):
         delta.drop(spark, sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False)))

@@ -1,0 +1,363 @@
+"""The CLI's terminal rendering: every table ``tardy`` prints, laid out to fit 80 columns.
+
+One function per table takes plain data or a domain object and returns a Rich renderable;
+the ``render_*`` functions print a command's whole human output (its lines and tables) on a
+console. Nothing here computes: the domain modules do, and ``--json`` never comes here.
+
+Layout rules, so that a table fits an 80-column terminal and still says everything:
+
+* A model name or a restatement id is never wrapped or cut: its column is ``no_wrap`` and at
+  least as wide as the longest one. No column uses Rich's ``ellipsis`` overflow; a cell that
+  cannot fit folds onto the next line instead.
+* Intervals read ``2026-01-01 .. 2026-01-07`` (one day: ``2026-01-10``), several joined by
+  ", "; they wrap between intervals, and inside one only when it alone is too wide.
+* A change is two lines, ``5,360,334`` over ``→ 5,360,412``; other cells wrap at spaces.
+* A table with more columns than 80 can hold switches layout: lateness is transposed (a row
+  per measure, a column per source), the diff has a header row per model carrying its
+  measure, the pending late data has a section per kind, and the log stacks each
+  restatement's fields in three columns.
+"""
+
+from __future__ import annotations
+
+import re
+import typing as t
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markup import escape
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+if t.TYPE_CHECKING:
+    from tardy.engine.detect import Manifest
+    from tardy.engine.diff import Diff, IntervalDiff
+    from tardy.report import Summary
+    from tardy.status import SourceStatus, Status
+
+Spans = Sequence[Sequence[str]]  # closed [first, last] day ranges, ISO dates
+
+
+# -- cells --------------------------------------------------------------------------------------
+
+
+def span(first: str, last: str) -> str:
+    """``first .. last``, or the day alone."""
+    return first if first == last else f"{first} .. {last}"
+
+
+def spans_text(spans: Spans, empty: str = "-") -> str:
+    """Day ranges on one line: ``2026-01-01 .. 2026-01-07, 2026-01-10``."""
+    return ", ".join(span(first, last) for first, last in spans) or empty
+
+
+class Intervals:
+    """Day ranges as a cell: wrapped between ranges, inside a range only when it alone does
+    not fit (then at its spaces)."""
+
+    def __init__(self, spans: Spans, empty: str = "-") -> None:
+        self.parts = [span(first, last) for first, last in spans] or [empty]
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        text = ", ".join(self.parts)
+        return Measurement(max(cell_len(word) for word in text.split()), cell_len(text))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines: list[str] = []
+        for i, part in enumerate(self.parts):
+            piece = part if i == len(self.parts) - 1 else f"{part},"
+            if lines and cell_len(f"{lines[-1]} {piece}") <= options.max_width:
+                lines[-1] = f"{lines[-1]} {piece}"
+            else:
+                lines.append(piece)
+        yield Text("\n".join(lines), overflow="fold")  # a range alone too wide: at its spaces
+
+
+def change(before: str, after: str) -> str:
+    """``before`` over ``→ after``: right-justified, the two numbers line up."""
+    return f"{before}\n→ {after}"
+
+
+def amount(value: object) -> str:
+    """A decimal sum with thousands separators (``12,345,678.90``); anything else as is."""
+    try:
+        return f"{Decimal(str(value)):,}"
+    except (InvalidOperation, ValueError):
+        return str(value)
+
+
+def timestamp(value: object, seconds: bool = False) -> str:
+    """``2026-01-15 09:30`` (``:12`` with ``seconds``) of a datetime or an ISO string; its
+    space lets a narrow column wrap it."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    if isinstance(value, datetime):
+        return f"{value:%Y-%m-%d %H:%M:%S}" if seconds else f"{value:%Y-%m-%d %H:%M}"
+    return "" if value is None else str(value)
+
+
+def shell_lines(command: str, width: int, indent: str = "  ") -> str:
+    """A shell command indented, continued with `` \\`` before an option (kept with its
+    value) to fit ``width``: wrapped by Rich instead, its lines would paste as separate
+    commands."""
+    if len(indent) + cell_len(command) <= width:
+        return indent + command
+    lines = [indent]
+    for word in re.findall(r"--\S+ (?!--)\S+|\S+", command):
+        line = lines[-1]
+        if line.strip() and cell_len(f"{line} {word} \\") > width:
+            lines[-1] = f"{line} \\"
+            lines.append(f"{indent}    {word}")
+        else:
+            lines[-1] = f"{line} {word}" if line.strip() else f"{line}{word}"
+    return "\n".join(lines)
+
+
+def _names_column(table: Table, header: str, names: Iterable[str], **kwargs: t.Any) -> None:
+    """A column of model names or ids: never wrapped, as wide as the longest."""
+    widest = max((cell_len(name) for name in names), default=0)
+    table.add_column(header, no_wrap=True, overflow="fold", min_width=widest or None, **kwargs)
+
+
+# -- tardy detect / restate --------------------------------------------------------------------
+
+
+def manifest_table(manifest: Manifest) -> Table:
+    """The "Closed intervals to restate" table: per model, its intervals."""
+    table = Table(title="Closed intervals to restate")
+    _names_column(table, "model", manifest.impacted)
+    table.add_column("intervals", overflow="fold")
+    for model, spans in manifest.impacted.items():
+        table.add_row(model, Intervals(spans))
+    return table
+
+
+def render_manifest(manifest: Manifest, console: Console) -> None:
+    since = manifest.since_bronze_version
+    console.print(
+        f"Bronze version {manifest.bronze_version} (watermark was "
+        f"{since if since is not None else 'unset'}); arrival watermark "
+        f"{manifest.arrival_watermark}; {manifest.late_rows} late changes not yet in prod."
+    )
+    console.print(manifest_table(manifest))
+    for model, spans in manifest.absorbed_by_next_run.items():
+        if spans:
+            console.print(
+                f"Inside the grace window, the next `sqlmesh run` absorbs {model} "
+                f"{spans_text(spans)}",
+                markup=False,
+            )
+    if manifest.stock_commands:
+        console.print("Stock equivalent (recomputes whole hulls):")
+        for command in manifest.stock_commands:
+            console.print(
+                shell_lines(command, console.width), markup=False, highlight=False, soft_wrap=True
+            )
+
+
+def diff_table(diff: Diff) -> Table:
+    """Staged against prod: a header row per model (its name and the measure its sums are
+    of), then a row per interval: rows and the measure before and → after, keys +added
+    −removed ~changed."""
+    from tardy.engine.diff import measure_of
+
+    table = Table(
+        title=f"Restatement {diff.restatement_id}: staged vs prod",
+        caption="keys (the model's grain): +added −removed ~changed",
+    )
+    models: dict[str, list[IntervalDiff]] = {}
+    for item in diff.intervals:
+        models.setdefault(item.model, []).append(item)
+    _names_column(table, "model / interval", models)
+    table.add_column("rows", justify="right", overflow="fold")
+    table.add_column("sum", justify="right", overflow="fold")
+    table.add_column("keys", justify="right", overflow="fold")
+    for items in models.values():
+        measure = measure_of(items[0].sums_before)
+        if table.row_count:
+            table.add_section()
+        table.add_row(Text(items[0].model, style="bold"), "", Text(measure or "", style="bold"))
+        for item in items:
+            table.add_row(
+                f"  {span(*item.interval)}",
+                change(f"{item.rows_before:,}", f"{item.rows_after:,}"),
+                ""
+                if measure is None
+                else change(
+                    amount(item.sums_before.get(measure, "")),
+                    amount(item.sums_after.get(measure, "")),
+                ),
+                f"+{item.keys_added:,} −{item.keys_removed:,} ~{item.keys_changed:,}",
+            )
+    return table
+
+
+# -- tardy log ---------------------------------------------------------------------------------
+
+
+def log_table(rows: Iterable[dict[str, t.Any]], restatement_id: str | None = None) -> Table:
+    """The "Restatement log" table of ``tardy.engine.log.summary``'s rows (only
+    ``restatement_id``'s when given), in three columns: the id over its creation time; the
+    status over the promotion time; the reason, the actor and the number of intervals per
+    model."""
+    kept = [r for r in rows if restatement_id is None or r["restatement_id"] == restatement_id]
+    intervals = {
+        r["restatement_id"]: [
+            f"{model} {len(spans)}" for model, spans in (r.get("intervals") or {}).items()
+        ]
+        for r in kept
+    }
+    table = Table(title="Restatement log", show_lines=True)
+    _names_column(table, "id\ncreated", (r["restatement_id"] for r in kept))
+    table.add_column("status\npromoted", no_wrap=True, overflow="fold")
+    widest = max((cell_len(line) for lines in intervals.values() for line in lines), default=0)
+    table.add_column(
+        "reason\nactor, intervals per model", overflow="fold", min_width=widest or None
+    )
+    for row in kept:
+        details = Text(row["reason"])
+        details.append(f"\nby {row['actor']}", style="dim")
+        for line in intervals[row["restatement_id"]]:
+            details.append(f"\n{line}")
+        table.add_row(
+            f"{row['restatement_id']}\n{timestamp(row['created_at'])}",
+            f"{row['status']}\n{timestamp(row.get('promoted_at'))}".rstrip(),
+            details,
+        )
+    return table
+
+
+# -- tardy status ------------------------------------------------------------------------------
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+LATENESS_ROWS: list[tuple[str, t.Callable[[SourceStatus], str]] | None] = [
+    ("rows", lambda s: f"{s.rows:,}"),
+    ("measured", lambda s: f"{s.measured_rows:,}"),
+    ("no event_ts", lambda s: f"{s.rows_without_event_ts:,}"),
+    ("event > arrival", lambda s: f"{s.rows_event_after_arrival:,}"),
+    ("late", lambda s: f"{s.late_rows:,}"),
+    None,  # a section line
+    ("late %", lambda s: "-" if s.late_ratio is None else f"{s.late_ratio:.2%}"),
+    ("lag p50 h", lambda s: _num(s.lag_hours_p50, ".1f")),
+    ("lag p95 h", lambda s: _num(s.lag_hours_p95, ".1f")),
+    ("lag p99 h", lambda s: _num(s.lag_hours_p99, ".1f")),
+    None,
+    ("latest arrival", lambda s: timestamp(s.max_arrival_ts, seconds=True) or "-"),
+]
+
+
+def lateness_table(result: Status) -> Table:
+    """The "Lateness by source" table, transposed: a row per measure, a column per source
+    and one for all of them."""
+    table = Table(
+        title=f"Lateness by source (late: arrived > {result.grace_days} days after the event "
+        "day ended)"
+    )
+    table.add_column("", overflow="fold")
+    for source in result.sources:
+        table.add_column(escape(source.source_system or "-"), justify="right", overflow="fold")
+    table.add_column("all", justify="right", overflow="fold", style="bold")
+    for measure in LATENESS_ROWS:
+        if measure is None:
+            table.add_section()
+            continue
+        label, cell = measure
+        table.add_row(label, *(cell(source) for source in [*result.sources, result.overall]))
+    return table
+
+
+def pending_table(result: Status) -> Table:
+    """The "Late data prod does not reflect yet" table: detect's intervals split by the
+    data watermark's finality, a section per kind (a header row, then a row per model); the
+    first kind always, each other only when it holds an interval."""
+    kinds = {
+        "final, to restate": result.pending_final,
+        "to restate, but provisional": result.pending_provisional,
+        "next run absorbs, but final": result.absorbed_but_final,
+    }
+    models = dict.fromkeys([*result.pending_final, *result.absorbed_but_final])
+    table = Table(title="Late data prod does not reflect yet (tardy detect)")
+    _names_column(table, "model", [*models, *kinds])
+    table.add_column("intervals", overflow="fold")
+    for n, (kind, spans) in enumerate(kinds.items()):
+        if n and not any(spans.values()):
+            continue
+        if n:
+            table.add_section()
+        table.add_row(Text(kind, style="bold"), "")
+        for model in models:
+            if not n or spans.get(model):
+                table.add_row(model, Intervals(spans.get(model, [])))
+    return table
+
+
+def render_status(result: Status, console: Console) -> None:
+    if result.data_watermark is None:
+        console.print("Bronze is empty: no data watermark yet, every day is provisional.")
+    else:
+        console.print(
+            f"Data watermark [bold]{result.data_watermark}[/] = latest arrival "
+            f"{result.max_arrival_ts} - {result.grace_days} days of grace: days through "
+            f"[bold]{result.last_final_day}[/] are [green]final[/], from "
+            f"{result.first_provisional_day} [yellow]provisional[/]."
+        )
+    console.print(lateness_table(result))
+    console.print(pending_table(result))
+    if any(result.pending_final.values()):
+        console.print("Final periods have late data: `tardy restate --reason ...` applies it.")
+    console.print(f"Per day: SELECT * FROM {result.view}", markup=False)
+
+
+# -- tardy summary / demo ----------------------------------------------------------------------
+
+
+def layers_table(rows: dict[str, int]) -> Table:
+    table = Table(title="Rows per layer")
+    _names_column(table, "table", rows)
+    table.add_column("rows", justify="right")
+    for name, count in rows.items():
+        table.add_row(name, f"{count:,}")
+    return table
+
+
+def quarantine_table(quarantined: dict[str, int]) -> Table:
+    table = Table(title="Quarantined by reason")
+    _names_column(table, "reason", quarantined)
+    table.add_column("rows", justify="right")
+    for reason, count in quarantined.items():
+        table.add_row(reason, f"{count:,}")
+    return table
+
+
+def weekly_table(weekly: Iterable[dict[str, object]]) -> Table:
+    table = Table(title="Gold revenue by week (all stores)")
+    table.add_column("week", no_wrap=True)
+    table.add_column("transactions", justify="right")
+    table.add_column("revenue", justify="right")
+    for week in weekly:
+        transactions = t.cast(int, week["transactions"])
+        table.add_row(str(week["week_start"]), f"{transactions:,}", amount(week["revenue"]))
+    return table
+
+
+def render_summary(summary: Summary, console: Console) -> None:
+    console.print(layers_table(summary.rows))
+    lat = summary.lateness
+    console.print(
+        f"Late arrivals: [bold]{lat['late_share']:.1%}[/] of {lat['records_with_event_ts']:,} "
+        f"records arrived after their event day; [bold]{lat['beyond_grace_share']:.2%}[/] "
+        f"beyond the {lat['grace_days']}-day grace window (p95 lag {lat['p95_lag_hours']} h)."
+    )
+    console.print(quarantine_table(summary.quarantined))
+    console.print(weekly_table(summary.weekly))

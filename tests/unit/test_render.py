@@ -1,0 +1,288 @@
+"""Every table the CLI prints fits 80 columns and shows each model name and id whole.
+
+The inputs are the domain objects the tables are built from (no Spark): the project's
+longest model names, full ISO intervals, several spans per model and big numbers. Each
+table is rendered as a terminal of 80 columns would show it.
+"""
+
+from __future__ import annotations
+
+import io
+from datetime import datetime
+
+import pytest
+from rich.console import Console
+
+from tardy import render
+from tardy.engine.detect import Manifest
+from tardy.engine.diff import Diff, IntervalDiff
+from tardy.report import Summary
+from tardy.status import SourceStatus, Status
+
+WIDTH = 80
+MODELS = [
+    "silver.sales_transactions",
+    "silver.sales_quarantine",
+    "gold.daily_store_revenue",
+    "gold.weekly_store_revenue",
+    "gold.monthly_store_revenue",
+    "gold.store_features",
+]
+RESTATEMENT_ID = "20260115T093012Z-a1b2c3"
+SCATTERED = [
+    ["2026-01-03", "2026-01-03"],
+    ["2026-01-05", "2026-01-07"],
+    ["2026-01-10", "2026-01-10"],
+    ["2026-01-12", "2026-01-14"],
+    ["2026-01-17", "2026-01-17"],
+]
+IMPACTED = {
+    "silver.sales_transactions": SCATTERED,
+    "silver.sales_quarantine": [["2026-01-04", "2026-01-04"]],
+    "gold.daily_store_revenue": SCATTERED,
+    "gold.weekly_store_revenue": [
+        ["2025-12-29", "2025-12-29"],
+        ["2026-01-05", "2026-01-05"],
+        ["2026-01-12", "2026-01-12"],
+    ],
+    "gold.monthly_store_revenue": [["2026-01-01", "2026-01-01"]],
+    "gold.store_features": [["2026-01-03", "2026-02-13"]],
+}
+
+
+def manifest() -> Manifest:
+    return Manifest(
+        arrival_watermark="2026-02-14T23:59:58.123456+00:00",
+        previous_watermark="2026-01-31T23:59:41+00:00",
+        bronze_version=1234,
+        since_bronze_version=1187,
+        late_rows=13_188,
+        impacted=IMPACTED,
+        absorbed_by_next_run={"silver.sales_transactions": [["2026-02-12", "2026-02-14"]]},
+        reasons={model: "..." for model in IMPACTED},
+        stock_commands=[
+            "sqlmesh plan --restate-model bronze.pos_events --start 2026-01-03 --end 2026-02-13"
+        ],
+    )
+
+
+def diff() -> Diff:
+    def item(model: str, span: list[str], measure: str, base: int) -> IntervalDiff:
+        return IntervalDiff(
+            model=model,
+            interval=span,
+            rows_before=5_360_334 + base,
+            rows_after=5_360_412 + base,
+            sums_before={measure: "12345678.90", "discount": "1234.50"},
+            sums_after={measure: "12346901.15", "discount": "1240.00"},
+            keys_added=1_234,
+            keys_removed=56,
+            keys_changed=7_890,
+        )
+
+    measures = {"silver.sales_transactions": "net_amount", "gold.store_features": "revenue_28d"}
+    intervals = [
+        item(model, span, measures.get(model, "revenue"), i)
+        for model, spans in IMPACTED.items()
+        if model != "silver.sales_quarantine"
+        for i, span in enumerate(spans)
+    ]
+    intervals.append(
+        IntervalDiff("silver.sales_quarantine", ["2026-01-04", "2026-01-04"], 13_185, 13_188,
+                     {}, {}, 3, 0, 0)
+    )  # fmt: skip
+    return Diff(RESTATEMENT_ID, intervals, threshold=0.001, breaker=[])
+
+
+def log_rows() -> list[dict[str, object]]:
+    def row(restatement_id: str, status: str, promoted: bool) -> dict[str, object]:
+        created = datetime(2026, 1, 15, 9, 30, 12)
+        out: dict[str, object] = {
+            "restatement_id": restatement_id,
+            "reason": "partner resend of stores 17 and 23 after the POS outage of 2026-01-05 "
+            "(ticket OPS-1234)",
+            "actor": "alice@build-runner-07",
+            "created_at": created,
+            "actions": [{"action": "staged", "at": created}],
+            "status": status,
+            "staged_at": created,
+            "intervals": IMPACTED,
+        }
+        if promoted:
+            out["promoted_at"] = datetime(2026, 1, 15, 9, 41, 7)
+        return out
+
+    return [
+        row(RESTATEMENT_ID, "promoted", True),
+        row("20260116T101500Z-0f9e8d", "breaker_tripped", False),
+        row("20260117T120000Z-77aa01", "rolled_back", True),
+    ]
+
+
+def source(name: str, scale: int) -> SourceStatus:
+    return SourceStatus(
+        source_system=name,
+        rows=5_360_334 * scale,
+        measured_rows=5_358_001 * scale,
+        rows_without_event_ts=1_204 * scale,
+        rows_event_after_arrival=1_129 * scale,
+        late_rows=98_765 * scale,
+        late_ratio=0.018433,
+        lag_hours_p50=1.5,
+        lag_hours_p95=1234.5,
+        lag_hours_p99=12345.6,
+        max_arrival_ts="2026-02-14T23:59:58.123456+00:00",
+    )
+
+
+def status() -> Status:
+    return Status(
+        max_arrival_ts="2026-02-14T23:59:58.123456+00:00",
+        data_watermark="2026-02-11T23:59:58.123456+00:00",
+        grace_days=3,
+        last_final_day="2026-02-10",
+        first_provisional_day="2026-02-11",
+        sources=[source("partner", 1), source("pos", 3)],
+        overall=source("*", 4),
+        pending_final={**IMPACTED, "gold.store_features": [["2026-01-03", "2026-02-10"]]},
+        pending_provisional={"gold.store_features": [["2026-02-11", "2026-02-13"]]},
+        absorbed_but_final={"silver.sales_transactions": [["2026-02-09", "2026-02-10"]]},
+    )
+
+
+def summary() -> Summary:
+    return Summary(
+        rows={"bronze.pos_events": 5_360_334, **dict.fromkeys(MODELS, 21_443_210)},
+        lateness={
+            "records_with_event_ts": 21_432_004,
+            "late_share": 0.1834,
+            "beyond_grace_share": 0.0184,
+            "grace_days": 3,
+            "p95_lag_hours": 1234.5,
+        },
+        quarantined={"discount_exceeds_gross": 1_234_567, "missing_transaction_id": 12},
+        weekly=[
+            {"week_start": "2025-12-29", "transactions": 5_360_334, "revenue": "12345678.90"},
+            {"week_start": "2026-01-05", "transactions": 5_360_412, "revenue": "123456789.05"},
+        ],
+    )
+
+
+def rendered(*objects: object, printer: object = None, width: int = WIDTH) -> str:
+    """What a terminal ``width`` columns wide shows: the objects printed, or
+    ``printer(data, console)``."""
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    if printer is not None:
+        printer(*objects, console)  # type: ignore[operator]
+    else:
+        console.print(*objects)
+    return console.export_text()
+
+
+def rendered_at(width: int, renderable: object) -> str:
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(renderable)
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines())
+
+
+TABLES = {
+    "manifest": lambda **kw: rendered(render.manifest_table(manifest()), **kw),
+    "detect": lambda **kw: rendered(manifest(), printer=render.render_manifest, **kw),
+    "diff": lambda **kw: rendered(render.diff_table(diff()), **kw),
+    "log": lambda **kw: rendered(render.log_table(log_rows()), **kw),
+    "log one": lambda **kw: rendered(render.log_table(log_rows(), RESTATEMENT_ID), **kw),
+    "lateness": lambda **kw: rendered(render.lateness_table(status()), **kw),
+    "pending": lambda **kw: rendered(render.pending_table(status()), **kw),
+    "status": lambda **kw: rendered(status(), printer=render.render_status, **kw),
+    "summary": lambda **kw: rendered(summary(), printer=render.render_summary, **kw),
+}
+# The names each table must show whole, each time on one line.
+NAMES = {
+    "manifest": MODELS,
+    "detect": MODELS,
+    "diff": [*MODELS, RESTATEMENT_ID],
+    "log": [RESTATEMENT_ID, "20260116T101500Z-0f9e8d", "20260117T120000Z-77aa01", *MODELS],
+    "log one": [RESTATEMENT_ID, *MODELS],
+    "lateness": ["partner", "pos", "all"],
+    "pending": MODELS,
+    "status": [*MODELS, "partner", "pos"],
+    "summary": [*MODELS, "bronze.pos_events", "discount_exceeds_gross", "missing_transaction_id"],
+}
+
+
+# A table's lines end in its right border: Rich crops a table wider than the console at
+# the console's width, so a line of 80 characters can still be a table cut short.
+BORDERS = {"┏": "┓", "┃": "┃", "┡": "┩", "│": "│", "├": "┤", "└": "┘"}
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_fits_80_columns(name: str) -> None:
+    text = TABLES[name]()
+    lines = text.splitlines()
+    assert all(len(line) <= WIDTH for line in lines), "\n" + text
+    for line in lines:
+        if line[:1] in BORDERS:
+            assert line.rstrip().endswith(BORDERS[line[0]]), f"cropped: {line}\n{text}"
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_names_whole_on_one_line(name: str) -> None:
+    text = TABLES[name]()
+    assert "…" not in text, "\n" + text
+    # As often on the lines at 80 columns as where nothing needs to wrap.
+    unwrapped = TABLES[name](width=500)
+    for model in NAMES[name]:
+        shown = sum(line.count(model) for line in text.splitlines())
+        assert shown and shown == unwrapped.count(model), f"{model} cut or wrapped:\n{text}"
+
+
+def test_intervals_wrap_between_ranges() -> None:
+    # 30 columns: a plain wrap at spaces would split "2026-01-05 .. 2026-01-07" after "..".
+    text = rendered_at(30, render.Intervals(SCATTERED))
+    assert text.splitlines() == [
+        "2026-01-03,",
+        "2026-01-05 .. 2026-01-07,",
+        "2026-01-10,",
+        "2026-01-12 .. 2026-01-14,",
+        "2026-01-17",
+    ]
+    # A range alone wider than the column: at its spaces, nothing lost.
+    assert rendered_at(16, render.Intervals([SCATTERED[1]])).split() == [
+        "2026-01-05",
+        "..",
+        "2026-01-07",
+    ]
+    assert rendered_at(30, render.Intervals([])).strip() == "-"
+
+
+def test_numbers_whole() -> None:
+    text = TABLES["diff"]()
+    lines = text.splitlines()
+    for number in ("5,360,334", "→ 5,360,412", "12,345,678.90", "→ 12,346,901.15", "+1,234 −56"):
+        assert any(number in line for line in lines), f"{number}:\n{text}"
+    assert "net_amount" in text and "revenue_28d" in text  # each model's measure, named
+    text = TABLES["lateness"]()
+    assert "21,441,336" in text and "12345.6" in text and "2026-02-14" in text
+
+
+def test_stock_command_pastes_as_one() -> None:
+    text = TABLES["detect"]()
+    lines = text.splitlines()
+    start = lines.index("Stock equivalent (recomputes whole hulls):") + 1
+    command = " ".join(line.strip().removesuffix("\\").strip() for line in lines[start:] if line)
+    assert command == manifest().stock_commands[0]
+    assert lines[start].endswith(" \\")  # a shell continuation, not a wrapped line
+    short = "sqlmesh plan --restate-model m --start 2026-01-01 --end 2026-01-02"
+    assert render.shell_lines(short, WIDTH) == f"  {short}"
+
+
+def test_log_filters_one_restatement() -> None:
+    text = TABLES["log one"]()
+    assert RESTATEMENT_ID in text and "20260116T101500Z-0f9e8d" not in text
+
+
+def test_status_keeps_its_messages() -> None:
+    text = TABLES["status"]()
+    assert "2026-02-11T23:59:58.123456+00:00" in text and "2026-02-10" in text
+    assert "Lateness by source" in text and "tardy detect" in text
+    assert "Per day: SELECT * FROM tardy.daily_store_revenue_status" in text
