@@ -11,6 +11,7 @@ import logging
 import os
 import time
 import typing as t
+from pathlib import Path
 
 from tardy import exact_writes
 from tardy.home import activate, project_root
@@ -34,25 +35,58 @@ def quiet_logs() -> None:
     os.environ.setdefault("PYSPARK_PIN_THREAD", "true")
 
 
+# SQLMesh's warning that DuckDB state is not for production: true, and said once in the
+# README for the embedded default, where it is the chosen design; kept for other gateways.
+STATE_WARNING = "not recommended for storing SQLMesh state"
+EMBEDDED_GATEWAY = "local"
+JVM_LOG = "spark-driver.log"
+
+
+def jvm_output_to(log: Path) -> None:
+    """The Spark driver JVM this process launches writes its stdout and stderr to ``log``
+    (appended) instead of the terminal: its start-up banner lines, and anything log4j prints,
+    stay out of tardy's output and out of ``--json``. PySpark's ``launch_gateway`` takes
+    ``popen_kwargs`` for exactly this; ``SparkContext`` calls it without, so the name it
+    calls is rebound to a wrapper that passes them. Idempotent."""
+    from pyspark import java_gateway
+    from pyspark.core import context as spark_context
+
+    def launch(conf: t.Any = None, popen_kwargs: dict[str, t.Any] | None = None) -> t.Any:
+        output = log.open("ab")
+        return java_gateway.launch_gateway(
+            conf, {"stdout": output, "stderr": output, **(popen_kwargs or {})}
+        )
+
+    spark_context.launch_gateway = launch
+
+
 def open_context(
     gateway: str | None = None, *, load: bool = True, progress_to_stderr: bool = False
 ) -> Context:
     """A ``sqlmesh.Context`` for this project and data home.
 
     ``progress_to_stderr`` sends SQLMesh's progress output to stderr, keeping stdout for a
-    command's JSON.
+    command's JSON. The Spark JVM's own output goes to ``$TARDY_HOME/logs/spark-driver.log``
+    (``jvm_output_to``).
     """
-    activate()
+    home = activate()
     utc_process()
     quiet_logs()
     exact_writes.enable()
+    jvm_output_to(home.logs / JVM_LOG)
     # SQLMesh's default console outside its own CLI prints nothing; its CI console ignores the
     # stream it is given. A terminal console on the chosen stream shows plans and progress.
     from rich.console import Console
     from sqlmesh import Context
     from sqlmesh.core.console import TerminalConsole, set_console
 
-    set_console(TerminalConsole(console=Console(stderr=progress_to_stderr)))
+    class _Console(TerminalConsole):
+        def log_warning(self, short_message: str, *args: t.Any, **kwargs: t.Any) -> None:
+            if STATE_WARNING in short_message and gateway in (None, EMBEDDED_GATEWAY):
+                return
+            super().log_warning(short_message, *args, **kwargs)
+
+    set_console(_Console(console=Console(stderr=progress_to_stderr)))
 
     return Context(paths=str(project_root()), gateway=gateway, load=load)
 
