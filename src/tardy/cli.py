@@ -244,20 +244,36 @@ def _selection(args: argparse.Namespace) -> t.Any:
     return Selection(tuple(args.model), args.start, args.end)
 
 
+def _request(args: argparse.Namespace) -> t.Any:
+    """The request file ``--request`` names (``tardy.request``), or None."""
+    from tardy.request import load
+
+    return load(Path(args.request)) if getattr(args, "request", None) else None
+
+
 def cmd_restate(args: argparse.Namespace) -> int:
     from tardy.engine.restate import new_id, restate
+    from tardy.review import markdown
 
     try:
-        selection = _selection(args)
+        request = _request(args)
+        if request is not None and (args.model or args.start or args.end or args.reason):
+            raise InputError("--request gives the reason and models: not with --reason/--model")
+        if request is None and not args.reason:
+            raise InputError("a restatement needs --reason (or --request FILE)")
+        selection = request.selection if request else _selection(args)
     except TardyError as error:
         return _report(args, error)
-    restatement_id = None if args.dry_run else new_id()  # a dry run takes no lock
-    return _restatement_command(
-        args,
-        lambda context, spark: restate(
+    reason = request.reason if request else args.reason
+    restatement_id = None
+    if not args.dry_run:  # a dry run takes no lock
+        restatement_id = request.restatement_id(new_id()) if request else new_id()
+
+    def action(context: t.Any, spark: t.Any) -> t.Any:
+        outcome = restate(
             context,
             spark,
-            args.reason,
+            reason,
             dry_run=args.dry_run,
             promote=not args.no_promote,
             accept_large_change=args.accept_large_change,
@@ -265,29 +281,60 @@ def cmd_restate(args: argparse.Namespace) -> int:
             restatement_id=restatement_id,
             selection=selection,
             environment_name=args.env,
-        ),
-        lock_as=restatement_id,
+        )
+        text = None
+        if outcome.report_dir:
+            text = markdown(outcome, args.request)
+            (Path(outcome.report_dir) / "review.md").write_text(text)
+        if args.review:
+            text = text or f"## tardy restatement: {outcome.status}\n\nNothing to restate.\n"
+            Path(args.review).write_text(text)
+        return outcome
+
+    return _restatement_command(args, action, lock_as=restatement_id)
+
+
+def _restatement_of(spark: t.Any, args: argparse.Namespace, request: t.Any) -> str:
+    """The restatement a command acts on: the id given, or the latest of ``--request``."""
+    from tardy.engine.restate import latest_with_suffix
+    from tardy.request import RequestError
+
+    if request is None:
+        return str(args.restatement_id)
+    found = latest_with_suffix(spark, request.id_suffix())
+    if found is None:
+        raise RequestError(
+            f"no restatement of request {request.name} yet: "
+            f"`tardy restate --request {args.request} --no-promote` stages one"
+        )
+    return found
+
+
+def _by_id_or_request(args: argparse.Namespace, act: t.Callable[[t.Any, t.Any, str], t.Any]) -> int:
+    """Run ``act(context, spark, restatement_id)`` on the id given or the request's latest."""
+    try:
+        request = _request(args)
+        if (request is None) == (args.restatement_id is None):
+            raise InputError("give a restatement id or --request FILE (one of them)")
+    except TardyError as error:
+        return _report(args, error)
+    return _restatement_command(
+        args,
+        lambda context, spark: act(context, spark, _restatement_of(spark, args, request)),
+        lock_as=args.restatement_id or f"request-{request.name}",
     )
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
     from tardy.engine.restate import promote_staged
 
-    return _restatement_command(
-        args,
-        lambda context, spark: promote_staged(context, spark, args.restatement_id),
-        lock_as=args.restatement_id,
-    )
+    return _by_id_or_request(args, promote_staged)
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
     from tardy.engine.restate import discard
 
-    return _restatement_command(
-        args,
-        lambda context, spark: discard(context, spark, args.restatement_id),
-        lock_as=args.restatement_id,
-    )
+    return _by_id_or_request(args, discard)
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
@@ -387,7 +434,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="stage, audit, diff and promote exactly the detected intervals (or the named "
         "models over a range)",
     )
-    res.add_argument("--reason", required=True, help="why (kept in the restatement log)")
+    res.add_argument("--reason", help="why (kept in the restatement log)")
+    res.add_argument(
+        "--request",
+        help="a request file (restatements/<name>.yaml: reason, optional models/start/end) "
+        "instead of --reason/--model",
+    )
+    res.add_argument(
+        "--review", help="also write the review (a pull-request comment body) to this file"
+    )
     res.add_argument(
         "--model",
         action="append",
@@ -420,12 +475,14 @@ def build_parser() -> argparse.ArgumentParser:
     res.set_defaults(func=cmd_restate)
 
     pro = sub.add_parser("promote", help="promote a staged restatement (or finish one)")
-    pro.add_argument("restatement_id")
+    pro.add_argument("restatement_id", nargs="?")
+    pro.add_argument("--request", help="the latest restatement of this request file")
     pro.add_argument("--json", action="store_true")
     pro.set_defaults(func=cmd_promote)
 
     dis = sub.add_parser("discard", help="drop a staged restatement")
-    dis.add_argument("restatement_id")
+    dis.add_argument("restatement_id", nargs="?")
+    dis.add_argument("--request", help="the latest restatement of this request file")
     dis.set_defaults(func=cmd_discard)
 
     rb = sub.add_parser("rollback", help="restore the tables a restatement changed")

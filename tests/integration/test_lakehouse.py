@@ -1023,3 +1023,62 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
     assert quiet.evaluated["gold.daily_store_revenue"] == [[q, q]]
     assert quiet.status == "promoted" and quiet.promoted == {}
     assert content_hashes(context, spark) == clean
+
+
+def test_a_request_file_stages_on_the_pull_request_and_promotes_on_merge(
+    context, spark, data_home, tmp_path
+) -> None:
+    """The CI recipe: `tardy restate --request F --no-promote --review R` on the pull request
+    (staged, prod unchanged, the review written), `tardy promote --request F` on merge
+    (promoted; again: already promoted), and a second request discarded by `tardy discard
+    --request`. The commands run in this process, as the CLI's own entry point."""
+    from children import cli_in_process
+
+    daily = _physical(context, "gold.daily_store_revenue")
+    day = CONFIG.start + timedelta(days=4)
+    clean = content_hashes(context, spark)
+    spark.sql(
+        f"UPDATE {daily} SET revenue = revenue - 7 WHERE event_date = DATE'{day}' AND store_id = 2"
+    )
+    edited = content_hashes(context, spark)
+    request = tmp_path / "restatements" / "store-2-fix.yaml"
+    request.parent.mkdir()
+    request.write_text(
+        f"reason: 'store 2 revenue wrong (OPS-7)'\n"
+        f"models: gold.daily_store_revenue\nstart: {day}\nend: {day}\n"
+    )
+    review = tmp_path / "review.md"
+
+    code, out, err = cli_in_process(
+        "restate", "--request", str(request), "--no-promote", "--review", str(review), "--json"
+    )
+    assert code == 0, err
+    staged = json.loads(out)
+    assert staged["status"] == "staged" and staged["restatement_id"].endswith("-store_2_fix")
+    assert staged["named"]["models"] == ["gold.daily_store_revenue"]
+    assert content_hashes(context, spark) == edited  # staged only
+    text = review.read_text()
+    for part in (
+        staged["restatement_id"],
+        "`gold.daily_store_revenue`",
+        "### Audits",
+        f"tardy promote --request {request}",
+        f"tardy discard --request {request}",
+        f"gold__{staged['environment']}.daily_store_revenue",
+    ):
+        assert part in text, part
+    assert text == (Path(staged["report_dir"]) / "review.md").read_text()
+
+    code, out, err = cli_in_process("promote", "--request", str(request), "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "promoted"
+    assert content_hashes(context, spark) == clean
+    code, out, _ = cli_in_process("promote", "--request", str(request), "--json")
+    assert (code, json.loads(out)["status"]) == (0, "already_promoted")
+
+    other = request.with_name("nothing.yaml")
+    other.write_text("reason: detected late data, reviewed\n")
+    code, out, err = cli_in_process("discard", "--request", str(other), "--json")
+    assert code == 1 and "no restatement of request nothing" in json.loads(out)["error"]
+    code, out, err = cli_in_process("restate", "--request", str(request), "--reason", "x")
+    assert code == 1 and "not with --reason" in err

@@ -89,6 +89,7 @@ class Outcome:
     # While staged: the environment's name and each model's view in it (``environment``).
     environment: str | None = None
     views: dict[str, str] = field(default_factory=dict)
+    audits: list[audit.AuditResult] = field(default_factory=list)  # every audit run, staged
     seconds: dict[str, float] = field(default_factory=dict)  # per step: detect, stage, ...
     statements: dict[str, int] = field(default_factory=dict)  # Spark statements per step
     executions: dict[str, int] = field(default_factory=dict)  # and with nested executions
@@ -106,6 +107,7 @@ class Outcome:
             "advanced_watermark": self.advanced_watermark,
             "environment": self.environment,
             "views": self.views,
+            "audits": [result.as_dict() for result in self.audits],
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "statements": self.statements,
             "executions": self.executions,
@@ -378,6 +380,7 @@ def _stage_and_promote(
         review,
         evaluated={table.model: table.intervals for table in staged},
         report_dir=str(folder),
+        audits=staging.audits,
     )
     if not promote:
         with meter.step("environment"):
@@ -554,6 +557,12 @@ def _finish(context: Context, spark: SparkSession, restatement_id: str, row: dic
         return f"completed the interrupted discard of restatement {restatement_id}"
     _discard(context, spark, restatement_id, row["reason"], "interrupted while staging")
     return f"discarded restatement {restatement_id}, interrupted while staging"
+
+
+def latest_with_suffix(spark: SparkSession, suffix: str) -> str | None:
+    """The latest restatement whose id ends with ``suffix`` (a request's name), or None."""
+    ids = [rid for rid in log.latest(spark) if rid.endswith(suffix)]
+    return max(ids) if ids else None
 
 
 def promote_staged(context: Context, spark: SparkSession, restatement_id: str) -> Outcome:
