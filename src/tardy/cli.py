@@ -88,7 +88,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         context = open_context(args.gateway, progress_to_stderr=args.json)
     result = run_demo(context, activate(), err if args.json else console)
     if args.json:
-        _print_json(result.summary.as_dict())
+        _print_json({**result.summary.as_dict(), "story": result.story()})
     else:
         console.rule("Summary")
         render_summary(result.summary, console)

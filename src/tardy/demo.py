@@ -4,7 +4,11 @@ Timeline (simulated clock, never the wall clock): the first ``first_days`` days 
 built into prod by a ``plan``; then the rest lands (late rows, corrections, voids, resends,
 out-of-order batches) and a ``run`` at the end of the simulated month absorbs what falls
 inside the grace window. Late data for days already outside it stays out of prod until it is
-restated. Every step is idempotent, so the demo can run again on the same data home.
+restated: ``detect`` finds it, ``restate --no-promote`` stages, audits and diffs it, the
+promotion applies it, and ``status`` shows the restated days with their reason. Last, a named
+restatement of one week (a partner asks for a recheck) recomputes it and promotes nothing,
+because nothing in it is wrong. Every step is idempotent, so the demo can run again on the
+same data home (then there is nothing left to restate).
 """
 
 from __future__ import annotations
@@ -15,11 +19,16 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from rich.console import Console
 
+from tardy.engine.detect import detect
+from tardy.engine.named import Selection
+from tardy.engine.restate import Outcome, Status, promote_staged, restate
 from tardy.home import DataHome
 from tardy.ingest import IngestResult, ingest
 from tardy.project import spark_of
+from tardy.render import diff_table, render_manifest, render_status
 from tardy.report import Summary, summarize
 from tardy.simulate import SimulationConfig, SimulationResult, simulate
+from tardy.status import status
 
 if t.TYPE_CHECKING:
     from sqlmesh import Context
@@ -32,6 +41,20 @@ class DemoResult:
     late_landing: SimulationResult
     late_ingest: IngestResult
     summary: Summary
+    restatement: Outcome  # of the late data beyond the grace window
+    named: Outcome  # the named restatement of one week
+
+    def story(self) -> dict[str, object]:
+        """What the restatement steps did (``tardy demo --json``'s ``story``)."""
+        return {
+            step: {
+                "restatement_id": outcome.restatement_id,
+                "status": str(outcome.status),
+                "evaluated": outcome.evaluated,
+                "promoted": outcome.promoted,
+            }
+            for step, outcome in (("restatement", self.restatement), ("named", self.named))
+        }
 
 
 def midnight(day: date) -> datetime:
@@ -70,9 +93,68 @@ def run_demo(
     last_day = (final_clock - timedelta(days=1)).date().isoformat()  # inclusive, whole day
     context.run("prod", end=last_day, execution_time=final_clock)
 
+    console.rule("5. tardy detect (late data for days outside the grace window)")
+    with console.status("Comparing new bronze rows with prod"):
+        manifest = detect(context, spark)
+    if manifest.is_empty:
+        console.print("Nothing to restate: prod already reflects every bronze row (a re-run).")
+    else:
+        render_manifest(manifest, console)
+        console.print(
+            f"{manifest.late_rows:,} bronze changes belong to closed days: prod leaves them out "
+            "until a reviewed restatement applies them."
+        )
+
+    console.rule("6. tardy restate --no-promote (stage, audit, diff; prod untouched)")
+    reason = "demo: late and corrected sales for closed days"
+    with console.status("Staging, auditing and diffing the impacted intervals"):
+        restatement = restate(context, spark, reason, promote=False, accept_large_change=True)
+    if restatement.status == Status.STAGED and restatement.restatement_id is not None:
+        if restatement.diff is not None:
+            console.print(diff_table(restatement.diff))
+        console.print(
+            f"Staged {restatement.restatement_id}: its audits passed, and every model is "
+            f"readable as environment {restatement.environment} for review."
+        )
+        console.rule("7. tardy promote (one Delta commit per table with changed days)")
+        with console.status("Promoting"):
+            restatement = promote_staged(context, spark, restatement.restatement_id)
+        promoted = ", ".join(restatement.promoted) or "nothing"
+        console.print(f"Promoted {restatement.restatement_id}: {promoted}.")
+    else:
+        console.print("Nothing to restate.")
+
+    console.rule("8. tardy status (what is final, what was restated and why)")
+    with console.status("Measuring lateness"):
+        current = status(context, spark)
+    render_status(current, console)
+
+    week = config.start + timedelta(days=7 - config.start.weekday())  # the first Monday
+    console.rule("9. A named restatement: a partner asks to recheck week 2")
+    console.print(
+        f"tardy restate --model gold.weekly_store_revenue --start {week} --end {week}",
+        markup=False,
+    )
+    selection = Selection(("gold.weekly_store_revenue",), week, week)
+    with console.status("Restating the named week"):
+        named = restate(
+            context, spark, "demo: a partner asks to recheck week 2", selection=selection
+        )
+    console.print(
+        f"Named restatement {named.restatement_id}: the week was recomputed "
+        f"({', '.join(named.evaluated) or 'nothing'}) and "
+        + (
+            f"promoted for {', '.join(named.promoted)}."
+            if named.promoted
+            else "equals prod, so nothing was promoted."
+        )
+    )
+
     with console.status("Summarising"):
         summary = summarize(spark, grace_days)
-    return DemoResult(first_landing, first_ingest, late_landing, late_ingest, summary)
+    return DemoResult(
+        first_landing, first_ingest, late_landing, late_ingest, summary, restatement, named
+    )
 
 
 def _landed(landing: SimulationResult, ingested: IngestResult) -> str:

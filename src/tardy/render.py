@@ -37,7 +37,7 @@ if t.TYPE_CHECKING:
     from tardy.engine.detect import Manifest
     from tardy.engine.diff import Diff, IntervalDiff
     from tardy.report import Summary
-    from tardy.status import SourceStatus, Status
+    from tardy.status import RestatedDay, SourceStatus, Status
 
 Spans = Sequence[Sequence[str]]  # closed [first, last] day ranges, ISO dates
 
@@ -316,7 +316,22 @@ def render_status(result: Status, console: Console) -> None:
     console.print(pending_table(result))
     if any(result.pending_final.values()):
         console.print("Final periods have late data: `tardy restate --reason ...` applies it.")
+    if result.restated:
+        console.print(restated_table(result.restated))
     console.print(f"Per day: SELECT * FROM {result.view}", markup=False)
+
+
+def restated_table(days: Iterable[RestatedDay]) -> Table:
+    """The days promoted restatements changed, with the latest one's id and reason."""
+    table = Table(title="Days changed by restatements (the latest one)")
+    table.add_column("day", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("restatement / reason", overflow="fold")
+    for day in days:
+        table.add_row(
+            day.event_date, day.period_status, escape(f"{day.restatement_id}\n{day.reason}")
+        )
+    return table
 
 
 # -- tardy summary / demo ----------------------------------------------------------------------

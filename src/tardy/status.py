@@ -138,6 +138,38 @@ class SourceStatus:
     max_arrival_ts: str | None
 
 
+@dataclass(frozen=True)
+class RestatedDay:
+    event_date: str
+    period_status: str  # final / provisional
+    restatement_id: str
+    reason: str
+    restated_at: str
+
+
+RESTATED_SQL = f"""
+SELECT DISTINCT event_date, period_status, last_restatement_id, last_restatement_reason,
+       last_restated_at
+FROM {DAILY_STATUS_VIEW}
+WHERE last_restatement_id IS NOT NULL
+ORDER BY event_date
+"""
+
+
+def restated_days(spark: SparkSession) -> list[RestatedDay]:
+    """The days of daily gold that promoted restatements changed (the status view)."""
+    return [
+        RestatedDay(
+            r.event_date.isoformat(),
+            r.period_status,
+            r.last_restatement_id,
+            r.last_restatement_reason,
+            f"{r.last_restated_at:%Y-%m-%d %H:%M:%S}",
+        )
+        for r in spark.sql(RESTATED_SQL).collect()
+    ]
+
+
 @dataclass
 class Status:
     max_arrival_ts: str | None
@@ -152,6 +184,8 @@ class Status:
     absorbed_but_final: dict[str, list[list[str]]]
     detect: dict[str, object] = field(default_factory=dict)
     view: str = DAILY_STATUS_VIEW
+    # The days of the status view that a promoted restatement changed, with the latest one.
+    restated: list[RestatedDay] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -270,4 +304,5 @@ def status(context: Context, spark: SparkSession) -> Status:
             "impacted": manifest.impacted,
             "absorbed_by_next_run": manifest.absorbed_by_next_run,
         },
+        restated=restated_days(spark),
     )

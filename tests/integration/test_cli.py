@@ -37,6 +37,20 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_demo_prints_the_summary_and_is_rerunnable(demo_home: Path) -> None:
     first = run(demo_home, str(BIN / "tardy"), "demo", "--json")
     summary = json.loads(first.stdout)
+    story = summary.pop("story")
+    # The late data beyond the grace window was detected, staged, reviewed and promoted:
+    # silver and the daily gold of closed days changed.
+    restated = story["restatement"]
+    assert restated["status"] == "promoted"
+    assert {"silver.sales_transactions", "gold.daily_store_revenue"} <= set(restated["promoted"])
+    # The named week was recomputed, equal to prod: nothing promoted.
+    named = story["named"]
+    assert named["status"] == "promoted" and named["promoted"] == {}
+    assert list(named["evaluated"]) == ["gold.weekly_store_revenue"]
+    for step in ("5. tardy detect", "6. tardy restate --no-promote", "7. tardy promote"):
+        assert step in first.stderr, step
+    assert "Days changed by restatements" in first.stderr
+    assert "demo: late and corrected sales for closed days" in first.stderr
     rows = summary["rows"]
     assert rows["bronze.pos_events"] > rows["silver.sales_transactions"] > 0
     assert rows["silver.sales_quarantine"] == sum(summary["quarantined"].values()) > 0
@@ -49,7 +63,12 @@ def test_demo_prints_the_summary_and_is_rerunnable(demo_home: Path) -> None:
     assert first.stderr.strip()  # progress went to stderr, stdout held only the JSON
 
     second = run(demo_home, str(BIN / "tardy"), "demo", "--json")
-    assert json.loads(second.stdout) == summary
+    again = json.loads(second.stdout)
+    again_story = again.pop("story")
+    assert again == summary
+    # Re-run: nothing is left to restate; the named week is recomputed equal again.
+    assert again_story["restatement"]["status"] == "nothing_to_do"
+    assert again_story["named"]["promoted"] == {}
     # Neither the JVM's start-up banner nor SQLMesh's DuckDB-state warning reaches the
     # terminal on the embedded default: the JVM's own output is in the data home's log.
     for noise in ("setLogLevel", "log level", "not recommended for storing SQLMesh state"):

@@ -1064,7 +1064,8 @@ def test_a_request_file_stages_on_the_pull_request_and_promotes_on_merge(
         "### Audits",
         f"tardy promote --request {request}",
         f"tardy discard --request {request}",
-        f"gold__{staged['environment']}.daily_store_revenue",
+        f"`<schema>__{staged['environment']}.<table>`",
+        next(iter(staged["views"].values())),
     ):
         assert part in text, part
     assert text == (Path(staged["report_dir"]) / "review.md").read_text()

@@ -17,7 +17,7 @@ from tardy import render
 from tardy.engine.detect import Manifest
 from tardy.engine.diff import Diff, IntervalDiff
 from tardy.report import Summary
-from tardy.status import SourceStatus, Status
+from tardy.status import RestatedDay, SourceStatus, Status
 
 WIDTH = 80
 MODELS = [
@@ -147,6 +147,15 @@ def status() -> Status:
         pending_final={**IMPACTED, "gold.store_features": [["2026-01-03", "2026-02-10"]]},
         pending_provisional={"gold.store_features": [["2026-02-11", "2026-02-13"]]},
         absorbed_but_final={"silver.sales_transactions": [["2026-02-09", "2026-02-10"]]},
+        restated=[
+            RestatedDay(
+                "2026-01-10",
+                "final",
+                "20260115T093012Z-store_2_fix",
+                "partner resend of stores 17 and 23 after the POS outage [OPS-1234]",
+                "2026-01-15 09:41:00",
+            )
+        ],
     )
 
 
@@ -194,6 +203,7 @@ TABLES = {
     "lateness": lambda **kw: rendered(render.lateness_table(status()), **kw),
     "pending": lambda **kw: rendered(render.pending_table(status()), **kw),
     "status": lambda **kw: rendered(status(), printer=render.render_status, **kw),
+    "restated": lambda **kw: rendered(render.restated_table(status().restated), **kw),
     "summary": lambda **kw: rendered(summary(), printer=render.render_summary, **kw),
 }
 # The names each table must show whole, each time on one line.
@@ -205,7 +215,8 @@ NAMES = {
     "log one": [RESTATEMENT_ID, *MODELS],
     "lateness": ["partner", "pos", "all"],
     "pending": MODELS,
-    "status": [*MODELS, "partner", "pos"],
+    "status": [*MODELS, "partner", "pos", "20260115T093012Z-store_2_fix"],
+    "restated": ["20260115T093012Z-store_2_fix", "[OPS-1234]"],
     "summary": [*MODELS, "bronze.pos_events", "discount_exceeds_gross", "missing_transaction_id"],
 }
 
