@@ -82,6 +82,10 @@ def run_demo(
 
     console.rule("2. sqlmesh plan prod")
     context.plan("prod", execution_time=first_clock, auto_apply=True, no_prompts=True)
+    console.print(
+        f"Prod holds {config.start}..{first_clock.date() - timedelta(days=1)}: every model "
+        "backfilled and every audit passed."
+    )
 
     console.rule(f"3. Land the late and corrected batches delivered by {final_clock:%Y-%m-%d}")
     late_landing = simulate(config, home.landing, through=final_clock)
@@ -92,6 +96,10 @@ def run_demo(
     console.rule("4. sqlmesh run (absorbs late data inside the grace window)")
     last_day = (final_clock - timedelta(days=1)).date().isoformat()  # inclusive, whole day
     context.run("prod", end=last_day, execution_time=final_clock)
+    console.print(
+        f"The run recomputed the days inside the {grace_days}-day grace window (and the weeks, "
+        "month and features they reach); late rows for older, closed days wait for step 5."
+    )
 
     console.rule("5. tardy detect (late data for days outside the grace window)")
     with console.status("Comparing new bronze rows with prod"):
@@ -132,7 +140,7 @@ def run_demo(
     week = config.start + timedelta(days=7 - config.start.weekday())  # the first Monday
     console.rule("9. A named restatement: a partner asks to recheck week 2")
     console.print(
-        f"tardy restate --model gold.weekly_store_revenue --start {week} --end {week}",
+        f"tardy restate --model gold.weekly_store_revenue \\\n    --start {week} --end {week}",
         markup=False,
     )
     selection = Selection(("gold.weekly_store_revenue",), week, week)

@@ -23,11 +23,11 @@ from __future__ import annotations
 import re
 import typing as t
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
@@ -277,15 +277,19 @@ def lateness_table(result: Status) -> Table:
     return table
 
 
-def pending_table(result: Status) -> Table:
-    """The "Late data prod does not reflect yet" table: detect's intervals split by the
-    data watermark's finality, a section per kind (a header row, then a row per model); the
-    first kind always, each other only when it holds an interval."""
-    kinds = {
+def _pending_kinds(result: Status) -> dict[str, dict[str, Spans]]:
+    return {
         "final, to restate": result.pending_final,
         "to restate, but provisional": result.pending_provisional,
         "next run absorbs, but final": result.absorbed_but_final,
     }
+
+
+def pending_table(result: Status) -> Table:
+    """The "Late data prod does not reflect yet" table: detect's intervals split by the
+    data watermark's finality, a section per kind (a header row, then a row per model); the
+    first kind always, each other only when it holds an interval."""
+    kinds = _pending_kinds(result)
     models = dict.fromkeys([*result.pending_final, *result.absorbed_but_final])
     table = Table(title="Late data prod does not reflect yet (tardy detect)")
     _names_column(table, "model", [*models, *kinds])
@@ -313,7 +317,10 @@ def render_status(result: Status, console: Console) -> None:
             f"{result.first_provisional_day} [yellow]provisional[/]."
         )
     console.print(lateness_table(result))
-    console.print(pending_table(result))
+    if any(spans for kind in _pending_kinds(result).values() for spans in kind.values()):
+        console.print(pending_table(result))
+    else:
+        console.print("No late data waits for a restatement: every final period reflects bronze.")
     if any(result.pending_final.values()):
         console.print("Final periods have late data: `tardy restate --reason ...` applies it.")
     if result.restated:
@@ -322,14 +329,22 @@ def render_status(result: Status, console: Console) -> None:
 
 
 def restated_table(days: Iterable[RestatedDay]) -> Table:
-    """The days promoted restatements changed, with the latest one's id and reason."""
-    table = Table(title="Days changed by restatements (the latest one)")
-    table.add_column("day", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("restatement / reason", overflow="fold")
+    """The days promoted restatements changed, one row per latest restatement and status
+    (final or provisional): its id, its days and its reason."""
+    from tardy.engine.closure import ranges
+
+    groups: dict[tuple[str, str, str], list[str]] = {}
     for day in days:
+        key = (day.restatement_id, day.period_status, day.reason)
+        groups.setdefault(key, []).append(day.event_date)
+    table = Table(title="Days changed by restatements (the latest one)")
+    _names_column(table, "restatement", [rid for rid, _, _ in groups])
+    table.add_column("days / reason", overflow="fold")
+    for (rid, period_status, reason), dates in groups.items():
+        spans = ranges(date.fromisoformat(d) for d in dates)
         table.add_row(
-            day.event_date, day.period_status, escape(f"{day.restatement_id}\n{day.reason}")
+            f"{rid}\n{period_status}",
+            Group(Intervals(spans), Text(reason, style="italic")),
         )
     return table
 

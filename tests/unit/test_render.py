@@ -297,3 +297,18 @@ def test_status_keeps_its_messages() -> None:
     assert "2026-02-11T23:59:58.123456+00:00" in text and "2026-02-10" in text
     assert "Lateness by source" in text and "tardy detect" in text
     assert "Per day: SELECT * FROM tardy.daily_store_revenue_status" in text
+
+
+def test_status_without_pending_late_data_says_so_in_one_line() -> None:
+    import dataclasses
+
+    quiet = dataclasses.replace(
+        status(),
+        pending_final={m: [] for m in MODELS},
+        pending_provisional={},
+        absorbed_but_final={},
+    )
+    text = rendered(quiet, printer=render.render_status)
+    assert "No late data waits for a restatement" in text
+    assert "Late data prod does not reflect yet" not in text
+    assert "Late data prod does not reflect yet" in TABLES["status"]()
