@@ -352,22 +352,21 @@ def restated_table(days: Iterable[RestatedDay]) -> Table:
 # -- tardy summary / demo ----------------------------------------------------------------------
 
 
-def layers_table(rows: dict[str, int]) -> Table:
-    table = Table(title="Rows per layer")
-    _names_column(table, "table", rows)
+def _counts_table(title: str, header: str, counts: dict[str, int]) -> Table:
+    table = Table(title=title)
+    _names_column(table, header, counts)
     table.add_column("rows", justify="right")
-    for name, count in rows.items():
+    for name, count in counts.items():
         table.add_row(name, f"{count:,}")
     return table
 
 
+def layers_table(rows: dict[str, int]) -> Table:
+    return _counts_table("Rows per layer", "table", rows)
+
+
 def quarantine_table(quarantined: dict[str, int]) -> Table:
-    table = Table(title="Quarantined by reason")
-    _names_column(table, "reason", quarantined)
-    table.add_column("rows", justify="right")
-    for reason, count in quarantined.items():
-        table.add_row(reason, f"{count:,}")
-    return table
+    return _counts_table("Quarantined by reason", "reason", quarantined)
 
 
 def weekly_table(weekly: Iterable[dict[str, object]]) -> Table:
