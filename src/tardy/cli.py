@@ -483,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     dis = sub.add_parser("discard", help="drop a staged restatement")
     dis.add_argument("restatement_id", nargs="?")
     dis.add_argument("--request", help="the latest restatement of this request file")
+    dis.add_argument("--json", action="store_true")
     dis.set_defaults(func=cmd_discard)
 
     rb = sub.add_parser("rollback", help="restore the tables a restatement changed")
