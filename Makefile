@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export TARDY_HOME ?= $(CURDIR)/.tardy
 
-.PHONY: setup demo test unit-test sqlmesh-test lint bench chaos clean
+.PHONY: setup demo test unit-test sqlmesh-test chromium lint bench chaos clean
 
 setup: $(VENV)/.tardy-setup
 
@@ -19,11 +19,17 @@ $(VENV)/.tardy-setup: pyproject.toml constraints.txt src/tardy/jars.py src/tardy
 demo: setup
 	$(BIN)/tardy demo
 
-test: setup sqlmesh-test
+test: setup sqlmesh-test chromium
 	$(BIN)/python -m pytest -q --durations=10 -n 2 --dist loadscope --no-loadscope-reorder
 
 sqlmesh-test: setup
 	$(BIN)/sqlmesh test
+
+# Headless browser for the report page tests (tests/browser.py): Debian's package, never
+# Playwright's own browser download. Skipped when a chromium is already on PATH.
+chromium:
+	@command -v chromium >/dev/null || { apt-get update && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
 
 lint: setup
 	$(BIN)/ruff check src python_models models macros tests bench

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tardy.busy import home_busy
-from tardy.errors import InputError, Refused, TardyError
+from tardy.errors import AlertsRaised, InputError, Refused, TardyError
 from tardy.home import activate
 from tardy.simulate import SimulationConfig
 
@@ -370,17 +370,61 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from tardy.alerts import check, thresholds
     from tardy.project import open_context, spark_of
-    from tardy.render import render_status
+    from tardy.render import render_alerts, render_status
     from tardy.status import status
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
+    limits = thresholds(context.config.variables) if args.check else None
     with err.status("Measuring lateness and comparing new bronze rows with prod"):
         result = status(context, spark_of(context))
+    alerts = check(result, limits) if limits is not None else []
     if args.json:
-        _print_json(result.as_dict())
+        payload = result.as_dict()
+        if limits is not None:
+            payload["alerts"] = [alert.as_dict() for alert in alerts]
+        _print_json(payload)
     else:
         render_status(result, console)
+        if limits is not None:
+            render_alerts(alerts, console)
+    if alerts:
+        raise AlertsRaised(
+            f"{len(alerts)} alert(s): " + "; ".join(alert.message for alert in alerts)
+        )
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from tardy.history import history
+    from tardy.project import open_context, spark_of
+    from tardy.render import render_history
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    story = history(context, spark_of(context), args.transaction_id)
+    if args.json:
+        _print_json(story.as_dict())
+    else:
+        render_history(story, console)
+    return 0 if story.found else 1
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tardy.project import open_context, spark_of
+    from tardy.reporting import write_report, write_restatement_report
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    spark = spark_of(context)
+    with err.status("Reading the lakehouse and drawing the report"):
+        if args.restatement_id:
+            path = write_restatement_report(context, spark, args.restatement_id)
+        else:
+            path = write_report(context, spark)
+    if args.json:
+        _print_json({"path": str(path)})
+    else:
+        console.print(str(path), markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
@@ -501,7 +545,27 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true")
     # Also accepted after the subcommand; SUPPRESS keeps a `tardy --gateway G status` value.
     st.add_argument("--gateway", default=argparse.SUPPRESS, help="SQLMesh gateway")
+    st.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 4 when a source's late ratio or p99 lag passes its tier's threshold, or "
+        "late data for final days waits too long (config.yaml: lateness_alert_*)",
+    )
     st.set_defaults(func=cmd_status)
+
+    hist = sub.add_parser(
+        "history", help="a transaction's bronze records and the restatements that changed it"
+    )
+    hist.add_argument("transaction_id")
+    hist.add_argument("--json", action="store_true")
+    hist.set_defaults(func=cmd_history)
+
+    rep = sub.add_parser(
+        "report", help="write the HTML report (late data and our numbers); print its path"
+    )
+    rep.add_argument("--restatement", dest="restatement_id", help="one restatement's page")
+    rep.add_argument("--json", action="store_true")
+    rep.set_defaults(func=cmd_report)
 
     fingerprint = sub.add_parser("fingerprint", help="content hash of every model's table")
     fingerprint.add_argument("--json", action="store_true")

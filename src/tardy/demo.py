@@ -7,8 +7,8 @@ inside the grace window. Late data for days already outside it stays out of prod
 restated: ``detect`` finds it, ``restate --no-promote`` stages, audits and diffs it, the
 promotion applies it, and ``status`` shows the restated days with their reason. Last, a named
 restatement of one week (a partner asks for a recheck) recomputes it and promotes nothing,
-because nothing in it is wrong. Every step is idempotent, so the demo can run again on the
-same data home (then there is nothing left to restate).
+because nothing in it is wrong; the report (``tardy report``) draws it all. Every step is
+idempotent, so the demo can run again on the same data home (then nothing is left to restate).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from tardy.ingest import IngestResult, ingest
 from tardy.project import spark_of
 from tardy.render import diff_table, render_manifest, render_status
 from tardy.report import Summary, summarize
+from tardy.reporting import write_report
 from tardy.simulate import SimulationConfig, SimulationResult, simulate
 from tardy.status import status
 
@@ -43,6 +44,7 @@ class DemoResult:
     summary: Summary
     restatement: Outcome  # of the late data beyond the grace window
     named: Outcome  # the named restatement of one week
+    report: str  # the HTML report's path
 
     def story(self) -> dict[str, object]:
         """What the restatement steps did (``tardy demo --json``'s ``story``)."""
@@ -54,7 +56,7 @@ class DemoResult:
                 "promoted": outcome.promoted,
             }
             for step, outcome in (("restatement", self.restatement), ("named", self.named))
-        }
+        } | {"report": self.report}
 
 
 def midnight(day: date) -> datetime:
@@ -158,10 +160,26 @@ def run_demo(
         )
     )
 
+    console.rule("10. tardy report (what late data did to the numbers)")
+    with console.status("Drawing the report"):
+        report = write_report(context, spark)
+    console.print(
+        "First published against final revenue per day, the restated periods and why, "
+        "lateness per source, the quarantine and each restatement's before/after:"
+    )
+    console.print(str(report), markup=False, highlight=False, soft_wrap=True)
+
     with console.status("Summarising"):
         summary = summarize(spark, grace_days)
     return DemoResult(
-        first_landing, first_ingest, late_landing, late_ingest, summary, restatement, named
+        first_landing,
+        first_ingest,
+        late_landing,
+        late_ingest,
+        summary,
+        restatement,
+        named,
+        str(report),
     )
 
 

@@ -7,6 +7,7 @@
 | 2 | ``RestatementFailed`` | a gate stopped a restatement (audit, breaker, stale prod, state) |
 | 3 | ``Refused`` | another restatement holds the lock or awaits review: retry later |
 | 3 | ``HomeBusy`` | another process has the data home's embedded state or metastore open |
+| 4 | ``AlertsRaised`` | ``tardy status --check`` found a threshold exceeded |
 
 Domain modules raise these; only the CLI turns them into messages and exit codes.
 """
@@ -39,3 +40,9 @@ class Refused(TardyError):
 class HomeBusy(Refused):
     """Another process has the data home's embedded SQLMesh state (DuckDB) or Derby metastore
     open: each admits one process at a time. Nothing was done."""
+
+
+class AlertsRaised(TardyError):
+    """``tardy status --check`` found a lateness or pending-age threshold exceeded."""
+
+    exit_code = 4

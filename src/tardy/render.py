@@ -25,6 +25,7 @@ import typing as t
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderResult
@@ -34,8 +35,10 @@ from rich.table import Table
 from rich.text import Text
 
 if t.TYPE_CHECKING:
+    from tardy.alerts import Alert
     from tardy.engine.detect import Manifest
     from tardy.engine.diff import Diff, IntervalDiff
+    from tardy.history import TransactionHistory
     from tardy.report import Summary
     from tardy.status import RestatedDay, SourceStatus, Status
 
@@ -325,7 +328,31 @@ def render_status(result: Status, console: Console) -> None:
         console.print("Final periods have late data: `tardy restate --reason ...` applies it.")
     if result.restated:
         console.print(restated_table(result.restated))
+    moved = result.revisions
+    if moved.rows:
+        console.print(
+            f"Since first published, restatements moved {moved.rows:,} (day, store) rows on "
+            f"{moved.days:,} days (up to revision r{moved.max_revision}): "
+            f"{amount(moved.first_published)} → {amount(moved.now)}, net "
+            f"{_signed(moved.net_change)}, gross {amount(moved.gross_change)}; most on "
+            f"{moved.largest_day} ({_signed(moved.largest_day_change)}).",
+            highlight=False,
+        )
     console.print(f"Per day: SELECT * FROM {result.view}", markup=False)
+
+
+def _signed(value: object) -> str:
+    text = amount(value)
+    return text if text.startswith("-") else f"+{text}"
+
+
+def render_alerts(alerts: Sequence[Alert], console: Console) -> None:
+    """``tardy status --check``'s verdict: one line per exceeded threshold, or all clear."""
+    if not alerts:
+        console.print("Check passed: every source within its lateness tier, nothing waits.")
+        return
+    for alert in alerts:
+        console.print(f"[red]alert:[/] {escape(alert.message)}")
 
 
 def restated_table(days: Iterable[RestatedDay]) -> Table:
@@ -390,3 +417,63 @@ def render_summary(summary: Summary, console: Console) -> None:
     )
     console.print(quarantine_table(summary.quarantined))
     console.print(weekly_table(summary.weekly))
+
+
+# -- tardy history -------------------------------------------------------------------------------
+
+
+def _delta(before: dict[str, str] | None, after: dict[str, str] | None) -> str:
+    """The columns a change touched, ``column: before → after``; a whole row when added or
+    removed (its amount)."""
+    if before is None or after is None:
+        row = after or before or {}
+        shown = ("event_date", "net_amount", "revenue")
+        return ", ".join(f"{k}: {row[k]}" for k in shown if k in row)
+    touched = sorted(k for k in after if before.get(k) != after[k])
+    return "; ".join(f"{k}: {before.get(k)} → {after[k]}" for k in touched)
+
+
+def render_history(story: TransactionHistory, console: Console) -> None:
+    if not story.found:
+        console.print(
+            f"No bronze record and no restatement names transaction {story.transaction_id}."
+        )
+        return
+    records = Table(title=f"Bronze records of {story.transaction_id} (by arrival)")
+    records.add_column("arrived", overflow="fold")
+    records.add_column("type / event", overflow="fold")
+    records.add_column("amount", overflow="fold")
+    records.add_column("file", overflow="fold")
+    for r in story.records:
+        records.add_row(
+            timestamp(r["arrival_ts"]),
+            f"{r['record_type']}\n{timestamp(r['event_ts']) or r['parse_error']}",
+            f"{r['quantity']} x {r['unit_price']}\n- {r['discount']}",
+            f"{r['source_system']}/{Path(str(r['source_file'])).name}:{r['line_number']}",
+        )
+    console.print(records)
+    if story.changes:
+        changes = Table(title="Restatements that changed its rows")
+        _names_column(changes, "restatement", [c["restatement_id"] for c in story.changes])
+        changes.add_column("change", overflow="fold")
+        for c in story.changes:
+            changes.add_row(
+                f"{c['restatement_id']}\n{c['action']}\n{timestamp(c['promoted_at'])}",
+                Group(
+                    Text(f"{c['model']} {c['event_date']}: {c['change']}", style="bold"),
+                    Text(_delta(c["before"], c["after"])),
+                    Text(c["reason"], style="italic"),
+                ),
+            )
+        console.print(changes)
+    else:
+        console.print("No restatement changed its rows.")
+    for model, rows in story.current.items():
+        if not rows:
+            console.print(f"Now in {model}: no row (voided, quarantined or not yet run).")
+        for row in rows:
+            console.print(
+                f"Now in {model}: {row.get('event_date')} {row.get('record_type')}, "
+                f"net {row.get('net_amount')}, {row.get('version_count')} version(s).",
+                highlight=False,
+            )

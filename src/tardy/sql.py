@@ -8,9 +8,14 @@ from datetime import date
 from sqlglot import exp
 
 
+def literal(value: str) -> str:
+    """``value`` as a Spark SQL string literal, quoted by SQLGlot."""
+    return exp.Literal.string(value).sql("spark")
+
+
 def in_list(column: str, values: Iterable[str]) -> str:
     """``column IN ('a', …)`` with each value quoted by SQLGlot; FALSE when there are none."""
-    literals = sorted({exp.Literal.string(v).sql("spark") for v in values})
+    literals = sorted({literal(v) for v in values})
     return f"{column} IN ({', '.join(literals)})" if literals else "FALSE"
 
 

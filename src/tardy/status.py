@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 
 from tardy.engine.log import PERIODS_VIEW, ensure_log
+from tardy.engine.trail import PROMOTED, ROLLED_BACK, TRAIL_TABLE, ensure_trail
 from tardy.ingest import BRONZE_TABLE
 
 if t.TYPE_CHECKING:
@@ -62,62 +63,88 @@ if t.TYPE_CHECKING:
     from tardy.engine.detect import Manifest
 
 DAILY_TABLE = "gold.daily_store_revenue"
+DAILY_MEASURE = "revenue"
 STATUS_SCHEMA = "tardy"
 DAILY_STATUS_VIEW = f"{STATUS_SCHEMA}.daily_store_revenue_status"
 
-# The per-day status view: every column of daily gold, the data watermark and the status of the
-# day. To add columns (e.g. the restatement log's last_restated_at / reason), extend this one
-# statement; ``{grace_days}`` is filled in by ``ensure_status_view``.
+# The per-day status view: every column of daily gold, the data watermark, the status of the
+# day, its revision (how many promoted, not rolled back, restatements changed the row, from
+# the change trail), the revenue first published (before the first of them; a row a
+# restatement added was first published as 0) and the change since. To add columns, extend
+# this one statement; ``{grace_days}``, ``{row_key}`` (the trail's key of a daily row) and
+# ``{measure_type}`` are filled in by ``ensure_status_view``.
 DAILY_STATUS_VIEW_SQL = f"""
 CREATE OR REPLACE VIEW {DAILY_STATUS_VIEW}
-COMMENT 'final: the whole day lies before max(bronze arrival_ts) - grace days'
+COMMENT 'final: the whole day lies before max(bronze arrival_ts) - grace days; revision: the
+restatements that changed the row (tardy.transaction_changes)'
 AS
 WITH watermark AS (
   SELECT MAX(arrival_ts) - MAKE_DT_INTERVAL({{grace_days}}) AS data_watermark
   FROM {BRONZE_TABLE}
+), revisions AS (
+  SELECT row_key,
+         COUNT(DISTINCT restatement_id) AS revision,
+         MIN_BY(COALESCE(before['{DAILY_MEASURE}'], '0'), promoted_at) AS first_published
+  FROM {TRAIL_TABLE}
+  WHERE model = '{DAILY_TABLE}' AND action = '{PROMOTED}'
+    AND restatement_id NOT IN (
+      SELECT restatement_id FROM {TRAIL_TABLE} WHERE action = '{ROLLED_BACK}'
+    )
+  GROUP BY row_key
+), rows AS (
+  SELECT
+    d.*,
+    w.data_watermark,
+    CASE
+      WHEN d.event_date < CAST(w.data_watermark AS DATE) THEN 'final'
+      ELSE 'provisional'
+    END AS period_status,
+    COALESCE(v.revision, 0) AS revision,
+    COALESCE(CAST(v.first_published AS {{measure_type}}), d.{DAILY_MEASURE})
+      AS first_published_{DAILY_MEASURE},
+    r.last_restated_at,
+    r.last_restatement_reason,
+    r.last_restatement_id
+  FROM {DAILY_TABLE} AS d
+  CROSS JOIN watermark AS w
+  LEFT JOIN revisions AS v ON v.row_key = {{row_key}}
+  LEFT JOIN {PERIODS_VIEW} AS r
+    ON r.model = '{DAILY_TABLE}' AND r.period = d.event_date
 )
-SELECT
-  d.*,
-  w.data_watermark,
-  CASE
-    WHEN d.event_date < CAST(w.data_watermark AS DATE) THEN 'final'
-    ELSE 'provisional'
-  END AS period_status,
-  r.last_restated_at,
-  r.last_restatement_reason,
-  r.last_restatement_id
-FROM {DAILY_TABLE} AS d
-CROSS JOIN watermark AS w
-LEFT JOIN {PERIODS_VIEW} AS r
-  ON r.model = '{DAILY_TABLE}' AND r.period = d.event_date
+SELECT *, {DAILY_MEASURE} - first_published_{DAILY_MEASURE}
+            AS {DAILY_MEASURE}_change_since_first_published
+FROM rows
 """
 
-# Lateness per source system, and over all sources (the grouping set ()).
+# A bronze row's lag is measured when its event time is known and not after its arrival; it is
+# late when it arrived after its event day had become final (module docstring).
+MEASURED_SQL = "event_ts IS NOT NULL AND event_ts <= arrival_ts"
+LATE_SQL = "arrival_ts > CAST(DATE_ADD(CAST(event_ts AS DATE), 1 + {grace_days}) AS TIMESTAMP)"
+# Lateness per source system, and over all sources (the grouping set ()); ``{by}`` adds
+# grouping columns (``, arrival_date``: per source and arrival day, ``tardy report``).
 LATENESS_SQL = f"""
 WITH bronze AS (
   SELECT
     source_system,
+    arrival_date,
     arrival_ts,
     event_ts,
-    event_ts IS NOT NULL AND event_ts <= arrival_ts AS measured,
+    {MEASURED_SQL} AS measured,
     (UNIX_MICROS(arrival_ts) - UNIX_MICROS(event_ts)) / 3600e6 AS lag_hours
   FROM {BRONZE_TABLE}
 )
 SELECT
-  source_system,
+  source_system{{by}},
   GROUPING(source_system) = 1 AS is_total,
   COUNT(*) AS n_rows,
   COUNT_IF(measured) AS measured_rows,
   COUNT_IF(event_ts IS NULL) AS rows_without_event_ts,
   COUNT_IF(event_ts > arrival_ts) AS rows_event_after_arrival,
-  COUNT_IF(
-    measured
-    AND arrival_ts > CAST(DATE_ADD(CAST(event_ts AS DATE), 1 + {{grace_days}}) AS TIMESTAMP)
-  ) AS late_rows,
+  COUNT_IF(measured AND {LATE_SQL}) AS late_rows,
   PERCENTILE(CASE WHEN measured THEN lag_hours END, ARRAY(0.5, 0.95, 0.99)) AS lag_hours,
   MAX(arrival_ts) AS max_arrival_ts
 FROM bronze
-GROUP BY GROUPING SETS ((source_system), ())
+GROUP BY {{grouping}}
 """
 
 
@@ -171,6 +198,57 @@ def restated_days(spark: SparkSession) -> list[RestatedDay]:
 
 
 @dataclass
+class Revisions:
+    """How much restatements moved the days of daily gold since first published (the rows of
+    the status view with ``revision > 0``); decimals as text."""
+
+    rows: int = 0  # (day, store) rows restated at least once
+    days: int = 0
+    max_revision: int = 0
+    first_published: str = "0"  # the measure over those rows, as first published
+    now: str = "0"
+    net_change: str = "0"
+    gross_change: str = "0"  # the sum of each row's absolute change
+    largest_day: str | None = None  # the day whose rows moved most (absolute, summed)
+    largest_day_change: str | None = None
+
+
+REVISIONS_SQL = f"""
+WITH moved AS (
+  SELECT event_date, revision, first_published_{DAILY_MEASURE} AS first,
+         {DAILY_MEASURE} AS now, {DAILY_MEASURE}_change_since_first_published AS change
+  FROM {DAILY_STATUS_VIEW} WHERE revision > 0
+), by_day AS (
+  SELECT event_date, SUM(change) AS change FROM moved GROUP BY event_date
+)
+SELECT COUNT(*) AS rows, COUNT(DISTINCT event_date) AS days, MAX(revision) AS max_revision,
+       CAST(SUM(first) AS STRING) AS first, CAST(SUM(now) AS STRING) AS now,
+       CAST(SUM(change) AS STRING) AS net, CAST(SUM(ABS(change)) AS STRING) AS gross,
+       (SELECT MAX_BY(event_date, ABS(change)) FROM by_day) AS largest_day,
+       (SELECT CAST(MAX_BY(change, ABS(change)) AS STRING) FROM by_day) AS largest_change
+FROM moved
+"""
+
+
+def revisions(spark: SparkSession) -> Revisions:
+    """The summary of the status view's revised rows (one statement)."""
+    row = spark.sql(REVISIONS_SQL).first()
+    if not row.rows:
+        return Revisions()
+    return Revisions(
+        rows=int(row.rows),
+        days=int(row.days),
+        max_revision=int(row.max_revision),
+        first_published=row.first,
+        now=row.now,
+        net_change=row.net,
+        gross_change=row.gross,
+        largest_day=row.largest_day.isoformat(),
+        largest_day_change=row.largest_change,
+    )
+
+
+@dataclass
 class Status:
     max_arrival_ts: str | None
     data_watermark: str | None
@@ -186,6 +264,10 @@ class Status:
     view: str = DAILY_STATUS_VIEW
     # The days of the status view that a promoted restatement changed, with the latest one.
     restated: list[RestatedDay] = field(default_factory=list)
+    # How much restated days moved since first published.
+    revisions: Revisions = field(default_factory=Revisions)
+    # How long the oldest pending late row for a final day has waited (None: none pending).
+    pending_age_hours: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -220,13 +302,25 @@ def split_by_finality(
     return pending_final, pending_provisional, absorbed_final
 
 
-def ensure_status_view(spark: SparkSession, grace_days: int) -> str:
+def ensure_status_view(context: Context, spark: SparkSession) -> str:
     """(Re)create ``tardy.daily_store_revenue_status``; returns its name."""
+    from tardy.engine import sqlmesh_api
+    from tardy.engine.diff import key_sql
+
     if not spark.catalog.tableExists(DAILY_TABLE):
         raise RuntimeError(f"{DAILY_TABLE} does not exist yet: run `sqlmesh plan` first")
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {STATUS_SCHEMA}")
     ensure_log(spark)  # the restatement log and its tardy.restated_periods view
-    spark.sql(DAILY_STATUS_VIEW_SQL.format(grace_days=int(grace_days)))
+    ensure_trail(spark)
+    snapshot = sqlmesh_api.prod_snapshots(context)[DAILY_TABLE]
+    measure_type = spark.table(DAILY_TABLE).schema[DAILY_MEASURE].dataType.simpleString()
+    spark.sql(
+        DAILY_STATUS_VIEW_SQL.format(
+            grace_days=int(context.config.variables["grace_days"]),
+            row_key=key_sql(sqlmesh_api.grain(snapshot), "d", "d"),
+            measure_type=measure_type,
+        )
+    )
     return DAILY_STATUS_VIEW
 
 
@@ -241,7 +335,10 @@ def _hours(values: list[float] | None, index: int) -> float | None:
 def lateness(spark: SparkSession, grace_days: int) -> tuple[list[SourceStatus], SourceStatus]:
     """Per-source and overall lateness of bronze (see the module's definitions)."""
     sources, overall = [], None
-    for row in spark.sql(LATENESS_SQL.format(grace_days=int(grace_days))).collect():
+    query = LATENESS_SQL.format(
+        grace_days=int(grace_days), by="", grouping="GROUPING SETS ((source_system), ())"
+    )
+    for row in spark.sql(query).collect():
         measured = int(row.measured_rows)
         item = SourceStatus(
             source_system="*" if row.is_total else row.source_system,
@@ -266,6 +363,33 @@ def lateness(spark: SparkSession, grace_days: int) -> tuple[list[SourceStatus], 
     return sources, overall
 
 
+def pending_age_hours(
+    spark: SparkSession, previous_watermark: str | None, grace_days: int
+) -> float:
+    """How long, in the feed's time, the oldest late row that arrived after the arrival
+    watermark (that no restatement applied yet) has waited: ``max(arrival_ts)`` minus its
+    arrival (one statement). Feed time, like everything here: a replayed feed ages alike."""
+    # Bronze is append-only: the rows after the watermark are in its partitions from its day on.
+    newer, since = (
+        (
+            f"WHERE arrival_date >= DATE'{previous_watermark[:10]}'",
+            f"arrival_ts > TIMESTAMP'{previous_watermark}'",
+        )
+        if previous_watermark
+        else ("", "TRUE")
+    )
+    late = LATE_SQL.format(grace_days=int(grace_days))
+    row = spark.sql(
+        f"""
+        SELECT (UNIX_MICROS(MAX(arrival_ts)) - UNIX_MICROS(MIN(
+                 CASE WHEN {since} AND {MEASURED_SQL} AND {late} THEN arrival_ts END
+               ))) / 3600e6 AS hours
+        FROM {BRONZE_TABLE} {newer}
+        """
+    ).first()
+    return float(row.hours or 0.0)
+
+
 def status(context: Context, spark: SparkSession) -> Status:
     """The data watermark, per-source lateness, and final periods with pending late data.
 
@@ -276,7 +400,7 @@ def status(context: Context, spark: SparkSession) -> Status:
     from tardy.engine.detect import detect
 
     grace = int(context.config.variables["grace_days"])
-    ensure_status_view(spark, grace)
+    ensure_status_view(context, spark)
     sources, overall = lateness(spark, grace)
     max_arrival = datetime.fromisoformat(overall.max_arrival_ts) if overall.max_arrival_ts else None
     watermark = data_watermark(max_arrival, grace)
@@ -305,4 +429,10 @@ def status(context: Context, spark: SparkSession) -> Status:
             "absorbed_by_next_run": manifest.absorbed_by_next_run,
         },
         restated=restated_days(spark),
+        revisions=revisions(spark),
+        pending_age_hours=(
+            pending_age_hours(spark, manifest.previous_watermark, grace)
+            if any(pending_final.values())
+            else None
+        ),
     )

@@ -34,10 +34,11 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("demo_home")
 
 
-def test_demo_prints_the_summary_and_is_rerunnable(demo_home: Path) -> None:
+def test_demo_prints_the_summary_and_is_rerunnable(demo_home: Path, tmp_path: Path) -> None:
     first = run(demo_home, str(BIN / "tardy"), "demo", "--json")
     summary = json.loads(first.stdout)
     story = summary.pop("story")
+    assert_report_pages_render(demo_home, Path(story.pop("report")), story, tmp_path)
     # The late data beyond the grace window was detected, staged, reviewed and promoted:
     # silver and the daily gold of closed days changed.
     restated = story["restatement"]
@@ -65,6 +66,7 @@ def test_demo_prints_the_summary_and_is_rerunnable(demo_home: Path) -> None:
     second = run(demo_home, str(BIN / "tardy"), "demo", "--json")
     again = json.loads(second.stdout)
     again_story = again.pop("story")
+    again_story.pop("report")
     assert again == summary
     # Re-run: nothing is left to restate; the named week is recomputed equal again.
     assert again_story["restatement"]["status"] == "nothing_to_do"
@@ -74,6 +76,30 @@ def test_demo_prints_the_summary_and_is_rerunnable(demo_home: Path) -> None:
     for noise in ("setLogLevel", "log level", "not recommended for storing SQLMesh state"):
         assert noise not in first.stderr + second.stderr, noise
     assert "setLogLevel" in (demo_home / "logs" / "spark-driver.log").read_text()
+
+
+def assert_report_pages_render(home: Path, report: Path, story: dict, tmp_path: Path) -> None:
+    """The demo's last step wrote the HTML report: headless Chromium finds every chart drawn
+    with data, no script error and no request beyond the file; `tardy report --restatement`
+    writes the reviewer's page of the demo's restatement, drawn the same way."""
+    from browser import check_page
+
+    assert report.parent == home / "reports" and report.suffix == ".html"
+    page = check_page(report, tmp_path / "report.png")
+    assert page.charts == ["daily", "periods", "lateness", "quarantine", "restatements"]
+    assert page.errors == [] and page.requests == [] and page.not_drawn == []
+    assert page.empty == [] and all(page.points[chart] > 0 for chart in page.charts), page.points
+    restated = story["restatement"]["restatement_id"]
+    assert restated in page.text and "demo: late and corrected sales for closed days" in page.text
+    assert page.screenshot.stat().st_size > 10_000
+
+    done = run(home, str(BIN / "tardy"), "report", "--restatement", restated, "--json")
+    single = Path(json.loads(done.stdout)["path"])
+    assert single.name == f"restatement-{restated}.html"
+    review = check_page(single, tmp_path / "restatement.png")
+    assert "intervals" in review.charts and review.points["intervals"] > 0
+    assert review.errors == [] and review.requests == [] and review.not_drawn == []
+    assert restated in review.text and f"tardy rollback {restated}" in review.text
 
 
 def test_stock_sqlmesh_plan_dev_works_on_the_demo_home(demo_home: Path) -> None:

@@ -8,14 +8,15 @@ calling ``tardy.cli.main`` in-process); 6 processes in all:
 1. ``build``: simulate a small lakehouse, build prod, land late rows for closed days, stage a
    restatement (``--no-promote``) and fingerprint prod;
 2. ``tardy promote <id>`` is killed with SIGKILL (``TARDY_FAILPOINT``) after 2 tables, then
-   after every table but before the log says promoted (a kill before the first table, and at
-   random moments, is ``make chaos``'s);
+   after every table and the change trail's append but before the log says promoted (a kill
+   before the first table, and at random moments, is ``make chaos``'s);
 3. ``resume``: ``tardy restate`` finds the promotion the log says was interrupted, completes
-   it and says so;
+   it and says so; the change trail holds each changed key once;
 4. ``tardy rollback`` is killed after restoring 2 tables;
 5. ``finish``: ``tardy rollback`` run again restores prod exactly; a stock full restatement
    of the same bronze (``Context.plan`` with ``restate_models``, as ``sqlmesh plan
-   --restate-model`` does) equals prod as the promotion left it, and the log holds each step.
+   --restate-model`` does) equals prod as the promotion left it, the log holds each step and
+   the change trail each key's reversal once.
 """
 
 from __future__ import annotations
@@ -73,9 +74,21 @@ def build_and_stage() -> dict[str, t.Any]:
     }
 
 
+def _trail(restatement_id: str) -> list[list[str]]:
+    """The change trail's rows of the restatement: model, row key, day, change, action."""
+    from tardy.engine.trail import changes
+    from tardy.project import open_context, spark_of
+
+    spark = spark_of(open_context(load=False))  # the CLI's session
+    return [
+        [r["model"], r["row_key"], str(r["event_date"]), r["change"], r["action"]]
+        for r in changes(spark, restatement_id=restatement_id)
+    ]
+
+
 def resume(restatement_id: str) -> dict[str, t.Any]:
-    """Child: ``tardy restate`` (it finds the interrupted promotion), then the log and the
-    fingerprint."""
+    """Child: ``tardy restate`` (it finds the interrupted promotion), then the log, the
+    fingerprint and the change trail."""
     from tardy.home import activate
 
     activate()
@@ -83,6 +96,7 @@ def resume(restatement_id: str) -> dict[str, t.Any]:
         "restate": _cli_json("restate", "--reason", "resume"),
         "log": _cli_json("log", restatement_id),
         "fingerprint": _cli_json("fingerprint"),
+        "trail": _trail(restatement_id),
     }
 
 
@@ -98,6 +112,7 @@ def finish(restatement_id: str) -> dict[str, t.Any]:
     out["rollback"] = _cli_json("rollback", restatement_id, "--reason", "kill test")
     out["log"] = _cli_json("log", restatement_id)
     out["fingerprint"] = _cli_json("fingerprint")
+    out["trail"] = _trail(restatement_id)
     context = open_context()
     context.plan(
         "prod",
@@ -129,7 +144,7 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: 
     restatement_id, tables, unrestated = staged["id"], staged["tables"], staged["fingerprint"]
     assert tables == 5  # silver, daily, weekly, monthly, features
 
-    for point in ("promote:2", f"promote:{tables}"):
+    for point in ("promote:2", "trail:1"):
         killed = _run(home, str(BIN / "tardy"), "promote", restatement_id, failpoint=point)
         assert killed.returncode == -signal.SIGKILL, (point, killed.stderr[-2000:])
 
@@ -146,6 +161,20 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: 
     for model, before in promoted["table_versions_before"].items():
         assert promoted["table_versions_after"][model] == before + 1
     assert after_resume != unrestated
+    # The change trail, written once whatever the kills: silver added the 4 late sales (2 on
+    # each of days 1 and 4, store 1), daily gold changed store 1 on those days.
+    trail = resumed["trail"]
+    assert len({tuple(row[:3]) for row in trail}) == len(trail)
+    days = [(CONFIG.start + timedelta(days=n)).isoformat() for n in (1, 4)]
+    silver = sorted(row[1:4] for row in trail if row[0] == "silver.sales_transactions")
+    late = [
+        [f"KILL-{n}-{i}", day, "added"] for n, day in zip((1, 4), days, strict=True) for i in (0, 1)
+    ]
+    assert silver == late
+    daily = sorted(row[1:4] for row in trail if row[0] == "gold.daily_store_revenue")
+    assert daily == [[f"{day}|1", day, "changed"] for day in days]
+    assert {row[4] for row in trail} == {"promoted"}
+    assert {row[0] for row in trail} == set(promoted["table_versions_before"])
 
     # A rollback killed after restoring 2 of the 5 tables left its intent in the log; running
     # it again restores the rest (the restored ones only once) and prod is back to before.
@@ -160,6 +189,11 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: 
     for model, version in rolled["table_versions"].items():
         assert version == promoted["table_versions_after"][model] + 1, model  # one RESTORE
     assert seen["fingerprint"] == unrestated
+    flip = {"added": "removed", "removed": "added", "changed": "changed"}
+    assert sorted(row[:3] + [row[3]] for row in seen["trail"] if row[4] == "rolled_back") == sorted(
+        row[:3] + [flip[row[3]]] for row in trail
+    )
+    assert len(seen["trail"]) == 2 * len(trail)
 
     # A stock full restatement of the same bronze equals prod as the promotion left it.
     assert after_resume == seen["rebuilt"]

@@ -579,6 +579,16 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     )[0].row_diff()
     assert (row_diff.s_only_count, row_diff.t_only_count) == (len(sales), 1)  # voids; LATE-1
     assert content_hashes(context, spark) == before
+    # The change trail's oracle, read before promotion: prod's rows and the environment's
+    # (the staged ones) over the evaluated intervals, by the trail's row key and day.
+    prod_rows = {
+        model: keyed_rows(spark, model, expected_evaluated[model], key)
+        for model, key in TRAIL_KEYS.items()
+    }
+    staged_rows = {
+        model: keyed_rows(spark, staged.views[model], expected_evaluated[model], key)
+        for model, key in TRAIL_KEYS.items()
+    }
 
     # A second restatement is refused while this one waits for review.
     with pytest.raises(Exception, match="awaiting review"):
@@ -599,6 +609,8 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     assert days_of_transaction(spark, moved.transaction_id) == [
         moved.event_date + timedelta(days=2)
     ]
+    assert_trail_matches(spark, staged, prod_rows, staged_rows)
+    assert_history_of_a_moved_transaction(context, spark, moved, staged.restatement_id)
     # The row inside the grace window is not in prod yet: the watermark waits for it.
     assert not done.advanced_watermark
     again = restate(context, spark, "no new arrivals")
@@ -639,12 +651,116 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     assert sorted(r.period.isoformat() for r in periods) == [d(1), d(6), d(8), d(9)]
     from tardy.status import ensure_status_view
 
-    view = ensure_status_view(spark, GRACE_DAYS)
+    view = ensure_status_view(context, spark)
     shown = spark.sql(
         f"SELECT DISTINCT last_restatement_id, last_restatement_reason FROM {view} "
         f"WHERE event_date = DATE'{d(6)}'"
     ).collect()
     assert [tuple(r) for r in shown] == [(staged.restatement_id, "late January data")]
+
+
+# The change trail's row key of each model the tests read back: silver's transaction id,
+# daily gold's "<event_date>|<store_id>" (its grain's values joined by "|").
+TRAIL_KEYS = {
+    "silver.sales_transactions": lambda r: r.transaction_id,
+    "gold.daily_store_revenue": lambda r: f"{r.event_date}|{r.store_id}",
+}
+
+
+def keyed_rows(spark, table: str, spans: list[list[str]], key) -> dict[tuple[str, str], dict]:
+    where = " OR ".join(f"event_date BETWEEN DATE'{a}' AND DATE'{b}'" for a, b in spans)
+    rows = spark.sql(f"SELECT * FROM {table} WHERE {where}").collect()
+    out = {(key(r), r.event_date.isoformat()): r.asDict() for r in rows}
+    assert len(out) == len(rows)  # the key and day identify a row
+    return out
+
+
+def same_values(shown: dict[str, str] | None, row: dict | None) -> bool:
+    """A trail row's text map holds exactly ``row``'s values (compared by type)."""
+    if shown is None or row is None:
+        return shown is None and row is None
+    if set(shown) != set(row):
+        return False
+    for column, value in row.items():
+        text = shown[column]
+        if value is None:
+            ok = text is None
+        elif isinstance(value, bool):
+            ok = text == str(value).lower()
+        elif isinstance(value, Decimal | int | float):
+            ok = Decimal(text) == Decimal(str(value))
+        elif isinstance(value, datetime):
+            ok = datetime.fromisoformat(text) == value
+        else:
+            ok = text == str(value)
+        if not ok:
+            return False
+    return True
+
+
+def assert_trail_matches(spark, staged, prod_rows: dict, staged_rows: dict) -> None:
+    """The promotion appended one trail row per key and day it added, removed or changed:
+    the same keys as an independent comparison of prod before and the staged rows, with their
+    values before and after, and as many of each kind as the restatement's diff counted."""
+    from tardy.engine.trail import changes
+
+    trail = changes(spark, restatement_id=staged.restatement_id)
+    assert trail and {r["action"] for r in trail} == {"promoted"}
+    assert {r["reason"] for r in trail} == {"late January data"}
+    for model, before in prod_rows.items():
+        after = staged_rows[model]
+        expected = {
+            k: "added" if k not in before else "removed" if k not in after else "changed"
+            for k in before.keys() | after.keys()
+            if before.get(k) != after.get(k)
+        }
+        mine = [r for r in trail if r["model"] == model]
+        got = {(r["row_key"], r["event_date"].isoformat()): r for r in mine}
+        assert len(got) == len(mine), model  # every changed key once
+        assert {k: r["change"] for k, r in got.items()} == expected, model
+        for k, r in got.items():
+            assert same_values(r["before"], before.get(k)), (model, k, r["before"])
+            assert same_values(r["after"], after.get(k)), (model, k, r["after"])
+    for model in staged.evaluated:
+        counted = {
+            kind: sum(getattr(i, f"keys_{kind}") for i in staged.diff.intervals if i.model == model)
+            for kind in ("added", "removed", "changed")
+        }
+        kinds = [r["change"] for r in trail if r["model"] == model]
+        assert {kind: kinds.count(kind) for kind in counted} == counted, model
+
+
+def assert_history_of_a_moved_transaction(context, spark, moved, restatement_id: str) -> None:
+    """`tardy history` of a sale whose late correction moved it two days: its bronze records
+    by arrival (as bronze holds them), and the restatement that removed it from its old day
+    and added it on the new one."""
+    from children import cli_in_process
+
+    from tardy.history import history
+
+    tid = moved.transaction_id
+    story = history(context, spark, tid)
+    bronze = spark.sql(
+        "SELECT arrival_ts, record_type FROM bronze.pos_events "
+        f"WHERE transaction_id = '{tid}' OR corrects_transaction_id = '{tid}'"
+    ).collect()
+    assert sorted((str(r.arrival_ts), r.record_type) for r in bronze) == sorted(
+        (str(datetime.fromisoformat(r["arrival_ts"])), r["record_type"]) for r in story.records
+    )
+    assert [r["record_type"] for r in story.records][-1] == "correction"
+    arrivals = [r["arrival_ts"] for r in story.records]
+    assert arrivals == sorted(arrivals)
+    new_day = (moved.event_date + timedelta(days=2)).isoformat()
+    assert sorted((c["event_date"], c["change"], c["restatement_id"]) for c in story.changes) == [
+        (moved.event_date.isoformat(), "removed", restatement_id),
+        (new_day, "added", restatement_id),
+    ]
+    assert [r["event_date"] for r in story.current["silver.sales_transactions"]] == [new_day]
+    code, out, err = cli_in_process("history", tid)
+    assert code == 0, err
+    assert restatement_id in out and "correction" in out and tid in out
+    code, _, _ = cli_in_process("history", "NO-SUCH-TRANSACTION")
+    assert code == 1
 
 
 def view_hash(spark, name: str) -> tuple[int, int]:
@@ -957,6 +1073,19 @@ def test_named_selection_follows_sqlmesh_restate_model(context) -> None:
         names("gold.no_such_model")
 
 
+def revision_of(context, spark, day: date, store: int) -> tuple[int, Decimal, Decimal]:
+    """(revision, first published revenue, revenue now) of one row of the status view."""
+    from tardy.status import ensure_status_view
+
+    view = ensure_status_view(context, spark)
+    row = spark.sql(
+        f"SELECT revision, first_published_revenue, revenue, revenue_change_since_first_published"
+        f" FROM {view} WHERE event_date = DATE'{day}' AND store_id = {store}"
+    ).first()
+    assert row.revenue_change_since_first_published == row.revenue - row.first_published_revenue
+    return row.revision, row.first_published_revenue, row.revenue
+
+
 def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_back(
     context, spark, timeline
 ) -> None:
@@ -974,6 +1103,9 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
     day = CONFIG.start + timedelta(days=9)
     clean = content_hashes(context, spark)
     clean_version = spark.sql(f"DESCRIBE HISTORY {daily} LIMIT 1").first().version
+    # The detected restatement above changed this row once: it added LATE-1 (2 x 5.00).
+    first_revision, first_published, revenue = revision_of(context, spark, day, 1)
+    assert (first_revision, revenue - first_published) == (1, Decimal("10.00"))
     spark.sql(
         f"UPDATE {daily} SET revenue = revenue + 100 WHERE event_date = DATE'{day}' "
         "AND store_id = 1"
@@ -1003,9 +1135,31 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
         assert [e["action"] for e in entries] == ["staging", "staged", "promoting", "promoted"]
         assert entries[1]["manifest"]["reasons"]["gold.daily_store_revenue"].startswith("named:")
 
+        # The status view counts the restatement as the row's second revision; what was
+        # first published stays.
+        row_key = f"{day}|1"
+        assert revision_of(context, spark, day, 1) == (2, first_published, revenue)
+
         rollback(context, spark, done.restatement_id, "check the rollback")
         assert content_hashes(context, spark) == edited
         assert watermark(spark) == mark
+        # The rollback appended the promotion's trail rows reversed; the row is unrevised.
+        from tardy.engine.trail import changes
+
+        rows = changes(spark, restatement_id=done.restatement_id)
+        promoted = [r for r in rows if r["action"] == "promoted"]
+        reversed_ = [r for r in rows if r["action"] == "rolled_back"]
+        assert [r["row_key"] for r in promoted] == [row_key]
+        flip = {"added": "removed", "removed": "added", "changed": "changed"}
+        assert sorted(
+            (r["model"], r["row_key"], r["event_date"], flip[r["change"]], r["after"], r["before"])
+            for r in promoted
+        ) == sorted(
+            (r["model"], r["row_key"], r["event_date"], r["change"], r["before"], r["after"])
+            for r in reversed_
+        )
+        assert {r["reason"] for r in reversed_} == {"rollback: check the rollback"}
+        assert revision_of(context, spark, day, 1) == (1, first_published, revenue + 100)
 
     finally:
         spark.sql(f"RESTORE TABLE {daily} TO VERSION AS OF {clean_version}")

@@ -65,7 +65,7 @@ def lake(context, spark, data_home) -> SimpleNamespace:
         )
         simulate(CONFIG, data_home.landing, through=LATER)  # arrivals no run has seen yet
         ingest(spark, data_home.landing)
-    ensure_status_view(spark, GRACE)  # before the probe: the view must follow new arrivals
+    ensure_status_view(context, spark)  # before the probe: the view must follow new arrivals
     before = spark.sql("SELECT MAX(arrival_ts) AS m FROM bronze.pos_events").first().m
     midnight = datetime.combine(before.date(), time(0))
     # Arriving at `midnight`, a row of `edge` arrives exactly GRACE days after its day ended.
@@ -276,3 +276,55 @@ def test_cli_status_table(lake, context, monkeypatch, capsys) -> None:
     assert opened == [("local", False)]
     assert lake.status.data_watermark in out and lake.status.last_final_day in out
     assert "Lateness by source" in out and "tardy detect" in out
+
+
+def test_pending_age_is_the_wait_of_the_oldest_late_row_since_the_watermark(lake, spark) -> None:
+    from tardy.engine.detect import watermark
+
+    _, previous = watermark(spark)
+    b = lake.bronze
+    valid = b.event_ts.notna() & (b.event_ts <= b.arrival_ts)
+    late = valid & (b.arrival_ts > b.event_ts.dt.normalize() + pd.Timedelta(days=1 + GRACE))
+    if previous is not None:
+        late &= b.arrival_ts > pd.Timestamp(datetime.fromisoformat(previous))
+    assert late.any() and any(lake.status.pending_final.values())
+    waited = (b.arrival_ts.max() - b.arrival_ts[late].min()).total_seconds() / 3600
+    assert lake.status.pending_age_hours == pytest.approx(waited, rel=1e-12)
+
+
+def test_status_check_alerts_exactly_the_sources_past_their_tier(
+    lake, context, monkeypatch, capsys
+) -> None:
+    """`tardy status --check` exits 4 naming every source and metric past its tier's limit
+    (config.yaml), here the probe source (60 % late against 5 %), and exits 0 when the
+    limits are loosened."""
+    import tardy.project
+    import tardy.status
+    from tardy import cli
+
+    monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, []))
+    monkeypatch.setattr(tardy.status, "status", lambda context, spark: lake.status)
+    variables = context.config.variables
+    tiers, sources = variables["lateness_alert_tiers"], variables["lateness_alert_sources"]
+    expected = {
+        (s.source_system, metric)
+        for s in lake.status.sources
+        for metric in ("late_ratio", "lag_hours_p99")
+        if getattr(s, metric) > tiers[sources.get(s.source_system, sources["*"])][metric]
+    }
+    if lake.status.pending_age_hours > variables["pending_late_data_max_age_hours"]:
+        expected.add(("*", "pending_age_hours"))
+    assert (PROBE, "late_ratio") in expected
+
+    assert cli.main(["status", "--check", "--json"]) == 4
+    captured = capsys.readouterr()
+    alerts = json.loads(captured.out)["alerts"]
+    assert {(a["source"], a["metric"]) for a in alerts} == expected
+    assert all(a["value"] > a["threshold"] for a in alerts)
+    assert f"source {PROBE}: late_ratio 60.00% > 5.00%" in " ".join(captured.err.split())
+
+    loose = {name: {"late_ratio": 1.0, "lag_hours_p99": 1e9} for name in tiers}
+    monkeypatch.setitem(variables, "lateness_alert_tiers", loose)
+    monkeypatch.setitem(variables, "pending_late_data_max_age_hours", 1e9)
+    assert cli.main(["status", "--check"]) == 0
+    assert "Check passed" in capsys.readouterr().out

@@ -14,10 +14,12 @@ import pytest
 from rich.console import Console
 
 from tardy import render
+from tardy.alerts import Alert, Metric
 from tardy.engine.detect import Manifest
 from tardy.engine.diff import Diff, IntervalDiff
+from tardy.history import TransactionHistory
 from tardy.report import Summary
-from tardy.status import RestatedDay, SourceStatus, Status
+from tardy.status import RestatedDay, Revisions, SourceStatus, Status
 
 WIDTH = 80
 MODELS = [
@@ -156,6 +158,17 @@ def status() -> Status:
                 "2026-01-15 09:41:00",
             )
         ],
+        revisions=Revisions(
+            rows=1_234,
+            days=321,
+            max_revision=3,
+            first_published="123456789.05",
+            now="123457001.10",
+            net_change="212.05",
+            gross_change="9876.50",
+            largest_day="2026-01-10",
+            largest_day_change="-1234.50",
+        ),
     )
 
 
@@ -175,6 +188,68 @@ def summary() -> Summary:
             {"week_start": "2026-01-05", "transactions": 5_360_412, "revenue": "123456789.05"},
         ],
     )
+
+
+TRANSACTION = "S017-20260105-00042"
+
+
+def transaction_history() -> TransactionHistory:
+    sale = {
+        "transaction_id": TRANSACTION,
+        "store_id": "17",
+        "event_date": "2026-01-05",
+        "net_amount": "1234567.50",
+        "record_type": "sale",
+        "version_count": "1",
+    }
+    record = {
+        "arrival_ts": "2026-01-05T23:59:58",
+        "record_type": "sale",
+        "event_ts": "2026-01-05T12:00:01",
+        "store_id": "17",
+        "product_id": "4",
+        "quantity": "1000",
+        "unit_price": "1234.5675",
+        "discount": "0.0",
+        "corrects_transaction_id": None,
+        "source_system": "partner",
+        "source_file": "partner/arrival_ts=20260105T235958Z/partner-resend-stores-17-23.jsonl",
+        "line_number": 123456,
+        "parse_error": None,
+    }
+    correction = {
+        **record,
+        "arrival_ts": "2026-01-19T08:00:00",
+        "record_type": "correction",
+        "event_ts": "2026-01-07T12:00:01",
+        "corrects_transaction_id": TRANSACTION,
+    }
+    change = {
+        "model": "silver.sales_transactions",
+        "row_key": TRANSACTION,
+        "event_date": "2026-01-05",
+        "change": "changed",
+        "action": "promoted",
+        "restatement_id": RESTATEMENT_ID,
+        "reason": "partner resend of stores 17 and 23 after the POS outage [OPS-1234]",
+        "actor": "ci",
+        "before": sale,
+        "after": {**sale, "net_amount": "1234.50", "version_count": "2"},
+        "promoted_at": "2026-01-20T09:00:00",
+    }
+    return TransactionHistory(
+        TRANSACTION,
+        [record, correction],
+        [change, {**change, "action": "rolled_back", "before": change["after"], "after": sale}],
+        {"silver.sales_transactions": [sale]},
+    )
+
+
+ALERTS = [
+    Alert("partner_feed_of_stores", Metric.LATE_RATIO, 0.9876, 0.05, "daily"),
+    Alert("pos", Metric.LAG_HOURS_P99, 12_345.6, 120.0, "daily"),
+    Alert("*", Metric.PENDING_AGE_HOURS, 1_000.25, 72.0, "pending"),
+]
 
 
 def rendered(*objects: object, printer: object = None, width: int = WIDTH) -> str:
@@ -205,6 +280,8 @@ TABLES = {
     "status": lambda **kw: rendered(status(), printer=render.render_status, **kw),
     "restated": lambda **kw: rendered(render.restated_table(status().restated), **kw),
     "summary": lambda **kw: rendered(summary(), printer=render.render_summary, **kw),
+    "history": lambda **kw: rendered(transaction_history(), printer=render.render_history, **kw),
+    "alerts": lambda **kw: rendered(ALERTS, printer=render.render_alerts, **kw),
 }
 # The names each table must show whole, each time on one line.
 NAMES = {
@@ -218,6 +295,8 @@ NAMES = {
     "status": [*MODELS, "partner", "pos", "20260115T093012Z-store_2_fix"],
     "restated": ["20260115T093012Z-store_2_fix", "[OPS-1234]"],
     "summary": [*MODELS, "bronze.pos_events", "discount_exceeds_gross", "missing_transaction_id"],
+    "history": [TRANSACTION, RESTATEMENT_ID, "silver.sales_transactions"],
+    "alerts": ["partner_feed_of_stores", "pos"],
 }
 
 
@@ -312,3 +391,33 @@ def test_status_without_pending_late_data_says_so_in_one_line() -> None:
     assert "No late data waits for a restatement" in text
     assert "Late data prod does not reflect yet" not in text
     assert "Late data prod does not reflect yet" in TABLES["status"]()
+
+
+def test_status_says_how_much_restated_days_moved() -> None:
+    text = " ".join(TABLES["status"]().split())
+    assert "moved 1,234 (day, store) rows on 321 days (up to revision r3)" in text
+    assert "123,456,789.05 → 123,457,001.10, net +212.05, gross 9,876.50" in text
+    assert "most on 2026-01-10 (-1,234.50)" in text
+
+
+def test_history_tells_the_transactions_story() -> None:
+    text = TABLES["history"]()
+    flat = " ".join(text.split())
+    # Each record: arrival, type and event time, amount, file and line.
+    assert "2026-01-19 08:00" in text and "correction" in text and "2026-01-07 12:00" in text
+    assert "1000 x 1234.5675" in text and "123456" in flat
+    # The change shows only the columns that moved, before → after.
+    flat = TABLES["history"](width=500)
+    assert "net_amount: 1234567.50 → 1234.50; version_count: 1 → 2" in flat
+    assert "rolled_back" in text and "[OPS-1234]" in flat
+    assert "Now in silver.sales_transactions: 2026-01-05 sale, net 1234567.50" in flat
+    empty = rendered(TransactionHistory("T-404", [], []), printer=render.render_history)
+    assert "No bronze record and no restatement names transaction T-404" in empty
+
+
+def test_alerts_name_source_metric_and_tier() -> None:
+    text = " ".join(TABLES["alerts"]().split())
+    assert "source partner_feed_of_stores: late_ratio 98.76% > 5.00% (tier daily)" in text
+    assert "source pos: lag_hours_p99 12,345.6 h > 120.0 h (tier daily)" in text
+    assert "waited 1,000.2 h for a restatement (limit 72.0 h)" in text
+    assert "Check passed" in rendered([], printer=render.render_alerts)

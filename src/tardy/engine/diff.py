@@ -175,10 +175,12 @@ SELECT *, CASE
 FROM (
   SELECT b._present AS _in_before, a._present AS _in_after,
          b._row_hash AS _hash_before, a._row_hash AS _hash_after, {key} AS _key,
-         {time} AS _time, {interval} AS _interval{measures}
-  FROM (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {before} WHERE {where}) AS b
+         {time} AS _time, {interval} AS _interval{measures}{rows}
+  FROM (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present{row} FROM {before}
+        WHERE {where}) AS b
   FULL OUTER JOIN
-       (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {after} WHERE {where}) AS a
+       (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present{row} FROM {after}
+        WHERE {where}) AS a
     ON {join}
 )
 """
@@ -193,36 +195,77 @@ GROUP BY _interval, _time
 """
 
 
-def diff_table(spark: SparkSession, staged: StagedTable, grain: list[str]) -> TableDiff:
-    """Prod against staged over the evaluated intervals of one table: one read of each."""
-    schema = spark.table(staged.prod_table).schema
+def key_sql(columns: list[str], left: str = "a", right: str = "b") -> str:
+    """A row's key as one string: the columns' values joined by ``|`` (NULL as 'NULL'), read
+    from whichever side of a full outer join holds the row (``left=right``: one table)."""
+    return " || '|' || ".join(
+        f"COALESCE(CAST(COALESCE({left}.`{c}`, {right}.`{c}`) AS STRING), 'NULL')" for c in columns
+    )
+
+
+def compare_sql(
+    spark: SparkSession,
+    before: str,
+    after: str,
+    table: StagedTable,
+    grain: list[str],
+    *,
+    spans: list[list[str]] | None = None,
+    measures: bool = True,
+    rows: bool = False,
+) -> str:
+    """``before`` against ``after`` (tables, or a table ``VERSION AS OF`` one version) over
+    ``spans`` of ``table``'s time column (default: its evaluated intervals), joined on the
+    grain plus the time column: one row per key and period, with ``_kind`` added / removed /
+    changed (NULL: equal), ``_key``, ``_time`` and ``_interval`` (the index of the interval);
+    with ``measures`` every DECIMAL column of both sides (``b_<c>``, ``a_<c>``), with ``rows``
+    both whole rows as JSON (``_before``, ``_after``) and the grain's key (``_row_key``)."""
+    schema = spark.table(table.prod_table).schema
     columns = [f.name for f in schema.fields]
-    decimals = [f.name for f in schema.fields if f.dataType.typeName() == "decimal"]
+    decimals = (
+        [f.name for f in schema.fields if f.dataType.typeName() == "decimal"] if measures else []
+    )
+    spans = table.intervals if spans is None else spans
     # The grain plus the time column: prod may hold a key on two days of a range (a late
     # correction moved it after the old day was closed: what the restatement fixes), and a
     # join on the grain alone would count such rows twice.
     keys = grain or columns
-    if staged.time_column not in keys:
-        keys = [*keys, staged.time_column]
-    time = f"COALESCE(a.`{staged.time_column}`, b.`{staged.time_column}`)"
-    diff = DIFF_SQL.format(
-        key=" || '|' || ".join(
-            f"COALESCE(CAST(COALESCE(a.`{k}`, b.`{k}`) AS STRING), 'NULL')" for k in keys
-        ),
+    if table.time_column not in keys:
+        keys = [*keys, table.time_column]
+    time = f"COALESCE(a.`{table.time_column}`, b.`{table.time_column}`)"
+    listed = ", ".join(f"`{c}`" for c in columns)
+    return DIFF_SQL.format(
+        key=key_sql(keys),
         time=time,
         interval="CASE "
         + " ".join(
             f"WHEN {time} BETWEEN DATE'{first}' AND DATE'{last}' THEN {i}"
-            for i, (first, last) in enumerate(staged.intervals)
+            for i, (first, last) in enumerate(spans)
         )
         + " END",
         measures="".join(f", b.`{c}` AS `b_{c}`, a.`{c}` AS `a_{c}`" for c in decimals),
-        columns=", ".join(f"`{c}`" for c in columns),
-        before=staged.prod_table,
-        after=staged.staged_table,
-        where=staged.predicate(),
+        rows=f", b._row AS _before, a._row AS _after, {key_sql(grain or keys)} AS _row_key"
+        if rows
+        else "",
+        row=f", to_json(named_struct({_named(columns)})) AS _row" if rows else "",
+        columns=listed,
+        before=before,
+        after=after,
+        where=table.predicate(spans),
         join=" AND ".join(f"b.`{k}` <=> a.`{k}`" for k in keys),
     )
+
+
+def _named(columns: list[str]) -> str:
+    """``named_struct`` arguments of the columns as text (decimals keep their scale)."""
+    return ", ".join(f"'{c}', CAST(`{c}` AS STRING)" for c in columns)
+
+
+def diff_table(spark: SparkSession, staged: StagedTable, grain: list[str]) -> TableDiff:
+    """Prod against staged over the evaluated intervals of one table: one read of each."""
+    schema = spark.table(staged.prod_table).schema
+    decimals = [f.name for f in schema.fields if f.dataType.typeName() == "decimal"]
+    diff = compare_sql(spark, staged.prod_table, staged.staged_table, staged, grain)
     sums = "".join(
         f", CAST(SUM(`b_{c}`) AS STRING) AS `before_{c}`"
         f", CAST(SUM(`a_{c}`) AS STRING) AS `after_{c}`"

@@ -35,7 +35,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from tardy import lock
-from tardy.engine import audit, delta, environment, log, sqlmesh_api
+from tardy.engine import audit, delta, environment, log, sqlmesh_api, trail
 from tardy.engine import promote as promotion
 from tardy.engine.closure import Closure, days_of, ranges
 from tardy.engine.detect import WATERMARK_TABLE, Manifest, advance_watermark, detect
@@ -429,9 +429,8 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
     if status not in (Action.STAGED, Action.PROMOTING):
         raise RestatementError(f"restatement {restatement_id} is {status}: nothing to promote")
     staged = _staged_tables(entry)
-    current = {
-        s.model.name: s.version for s in sqlmesh_api.prod_snapshots(context).values() if s.is_model
-    }
+    prod = [s for s in sqlmesh_api.prod_snapshots(context).values() if s.is_model]
+    current = {s.model.name: s.version for s in prod}
     changed = sorted(m for m, v in entry["snapshot_versions"].items() if current.get(m) != v)
     if changed:
         raise promotion.ProdChangedError(
@@ -460,6 +459,16 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
     if status == Action.STAGED:
         log.append(spark, LogEntry(action=Action.PROMOTING, **base))
     versions, committed = promotion.promote(spark, restatement_id, staged, checked)
+    trail.record_promotion(
+        spark,
+        restatement_id,
+        entry["reason"],
+        log.actor(),
+        staged,
+        versions,
+        {s.model.name: sqlmesh_api.grain(s) for s in prod},
+    )
+    promotion.failpoint("trail", 1)
     manifest = entry["manifest"]
     advanced = moves_watermark(manifest) and not any(manifest["absorbed_by_next_run"].values())
     if advanced:
@@ -652,6 +661,7 @@ def _discard_promoting(context: Context, spark: SparkSession, restatement_id: st
             ),
         )
     versions = promotion.rollback(spark, restatement_id, tables, before, after, pending)
+    trail.record_rollback(spark, restatement_id, "discard of a half-done promotion", log.actor())
     manifest = entry["manifest"]
     if _advanced_by(spark, restatement_id):
         since = manifest["since_bronze_version"]
@@ -741,6 +751,7 @@ def _rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str
     if status == Action.PROMOTED:
         log.append(spark, LogEntry(action=Action.ROLLING_BACK, **common))  # type: ignore[arg-type]
     versions = promotion.rollback(spark, restatement_id, tables, before, after, pending)
+    trail.record_rollback(spark, restatement_id, f"rollback: {reason}", log.actor())
     # Prod no longer reflects the restated rows: put the watermark back before them (a named
     # restatement never moved it).
     since = entry["manifest"]["since_bronze_version"]

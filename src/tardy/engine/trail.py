@@ -1,0 +1,161 @@
+"""The change trail: one row per key a promotion (or its rollback) added, removed or changed.
+
+``tardy.transaction_changes`` is an append-only Delta table. Every promotion appends, for every
+restated model, one row per grain key and period (the diff's unit: the grain plus the time
+column) whose row it added, removed or changed: ``model``, ``row_key`` (the grain's values
+joined by ``|``; silver's is the transaction id), ``event_date`` (the row's period: its time
+column), ``change``, ``restatement_id``, ``reason``, ``actor``, ``before`` and ``after`` (the
+whole rows as maps of column to text; NULL for an added or removed row) and ``promoted_at``.
+``action`` says which step wrote it: ``promoted``, or ``rolled_back`` for the reverse rows a
+rollback (or the discard of a half-done promotion) appends, with before and after swapped.
+
+How each append stays exact under kill -9 and retries:
+
+* A promotion's rows are computed from prod's own history, the table at its version before the
+  promotion against the version the promotion committed (``VERSION AS OF``) over the days it
+  committed, so a promotion resumed after a kill computes the same rows. All models' rows go
+  in one ``INSERT`` (one Delta commit); it runs after the last table is committed and before
+  the ``promoted`` log entry, and is skipped when rows of that restatement and action exist.
+* A rollback's rows are the promotion's rows reversed (one ``INSERT ... SELECT`` from the trail
+  itself), since a rollback restores exactly the versions before the promotion.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from tardy.engine.diff import compare_sql
+from tardy.sql import literal
+
+if t.TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tardy.engine.stage import StagedTable
+
+TRAIL_TABLE = "tardy.transaction_changes"
+PROMOTED = "promoted"
+ROLLED_BACK = "rolled_back"
+
+TRAIL_DDL = f"""
+CREATE TABLE IF NOT EXISTS {TRAIL_TABLE} (
+  model STRING NOT NULL,
+  row_key STRING NOT NULL,
+  event_date DATE,
+  change STRING NOT NULL,
+  action STRING NOT NULL,
+  restatement_id STRING NOT NULL,
+  reason STRING NOT NULL,
+  actor STRING NOT NULL,
+  before MAP<STRING, STRING>,
+  after MAP<STRING, STRING>,
+  promoted_at TIMESTAMP NOT NULL
+) USING delta
+TBLPROPERTIES ('delta.appendOnly' = 'true')
+COMMENT 'tardy: one row per key a restatement added, removed or changed (and its reversal)'
+"""
+
+_MAP = "'map<string,string>'"
+
+
+def ensure_trail(spark: SparkSession) -> None:
+    if not spark.catalog.tableExists(TRAIL_TABLE):
+        spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
+        spark.sql(TRAIL_DDL)
+
+
+def _written(spark: SparkSession, restatement_id: str, action: str) -> bool:
+    return (
+        spark.sql(
+            f"SELECT 1 FROM {TRAIL_TABLE} WHERE restatement_id = {literal(restatement_id)} "
+            f"AND action = {literal(action)} LIMIT 1"
+        ).first()
+        is not None
+    )
+
+
+def record_promotion(
+    spark: SparkSession,
+    restatement_id: str,
+    reason: str,
+    actor: str,
+    tables: list[StagedTable],
+    after: dict[str, int],
+    grains: dict[str, list[str]],
+) -> bool:
+    """Append the promotion's rows (idempotent): for each table it committed (``after``:
+    model -> the version its commit made), prod before against prod after over the committed
+    days. Returns whether it appended (False: already there, or nothing changed)."""
+    ensure_trail(spark)
+    committed = [table for table in tables if table.model in after and table.changed]
+    if not committed or _written(spark, restatement_id, PROMOTED):
+        return False
+    selects = []
+    for table in committed:
+        grain = grains.get(table.model) or []
+        compared = compare_sql(
+            spark,
+            f"{table.prod_table} VERSION AS OF {table.version_before}",
+            f"{table.prod_table} VERSION AS OF {after[table.model]}",
+            table,
+            grain,
+            spans=table.changed,
+            measures=False,
+            rows=True,
+        )
+        selects.append(
+            f"""
+            SELECT {literal(table.model)} AS model, _row_key AS row_key,
+                   CAST(_time AS DATE) AS event_date, _kind AS change,
+                   from_json(_before, {_MAP}) AS before, from_json(_after, {_MAP}) AS after
+            FROM ({compared}) WHERE _kind IS NOT NULL"""
+        )
+    spark.sql(
+        f"""
+        INSERT INTO {TRAIL_TABLE}
+        SELECT model, row_key, event_date, change, {literal(PROMOTED)},
+               {literal(restatement_id)}, {literal(reason)}, {literal(actor)},
+               before, after, current_timestamp()
+        FROM ({" UNION ALL ".join(selects)})
+        """
+    )
+    return True
+
+
+def record_rollback(spark: SparkSession, restatement_id: str, reason: str, actor: str) -> bool:
+    """Append the reverse of the promotion's rows, with the rollback's reason (idempotent);
+    False when already there or the promotion recorded none."""
+    ensure_trail(spark)
+    rid = literal(restatement_id)
+    if not _written(spark, restatement_id, PROMOTED) or _written(
+        spark, restatement_id, ROLLED_BACK
+    ):
+        return False
+    spark.sql(
+        f"""
+        INSERT INTO {TRAIL_TABLE}
+        SELECT model, row_key, event_date,
+               CASE change WHEN 'added' THEN 'removed' WHEN 'removed' THEN 'added'
+                           ELSE change END,
+               {literal(ROLLED_BACK)}, restatement_id, {literal(reason)}, {literal(actor)},
+               after, before, current_timestamp()
+        FROM {TRAIL_TABLE}
+        WHERE restatement_id = {rid} AND action = {literal(PROMOTED)}
+        """
+    )
+    return True
+
+
+def changes(
+    spark: SparkSession, restatement_id: str | None = None, row_key: str | None = None
+) -> list[dict[str, t.Any]]:
+    """Trail rows, oldest first, of one restatement and/or one row key."""
+    if not spark.catalog.tableExists(TRAIL_TABLE):
+        return []
+    where = [
+        f"{column} = {literal(value)}"
+        for column, value in (("restatement_id", restatement_id), ("row_key", row_key))
+        if value is not None
+    ]
+    query = f"SELECT * FROM {TRAIL_TABLE}" + (f" WHERE {' AND '.join(where)}" if where else "")
+    rows = spark.sql(query + " ORDER BY promoted_at, model, event_date, row_key").collect()
+    return [row.asDict(recursive=True) for row in rows]

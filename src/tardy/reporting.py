@@ -1,0 +1,428 @@
+"""What late data did to the numbers: the facts ``tardy report`` draws, read from the lakehouse.
+
+``gather`` reads them (one small query per chart); ``tardy.html`` turns them into one
+self-contained HTML page. Every value is plain data (strings for decimals and dates), so the
+page can carry it as JSON and a test can compare it with its own query.
+"""
+
+from __future__ import annotations
+
+import json
+import typing as t
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tardy.engine import log, sqlmesh_api, trail
+from tardy.engine.diff import measure_of
+from tardy.engine.log import PERIODS_VIEW, Action
+from tardy.engine.restate import report_dir
+from tardy.engine.trail import PROMOTED, ROLLED_BACK, TRAIL_TABLE
+from tardy.errors import InputError
+from tardy.home import activate
+from tardy.sql import literal
+from tardy.status import (
+    DAILY_MEASURE,
+    DAILY_STATUS_VIEW,
+    DAILY_TABLE,
+    LATENESS_SQL,
+    ensure_status_view,
+)
+
+if t.TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from sqlmesh import Context
+
+
+@dataclass(frozen=True)
+class Restated:
+    """One restatement that changed a period (hover text on the charts)."""
+
+    restatement_id: str
+    reason: str
+    promoted_at: str  # ISO-8601, UTC
+
+
+@dataclass
+class DailyRevision:
+    """One day of ``gold.daily_store_revenue``, summed over stores: first published vs today."""
+
+    event_date: str
+    first_published: str  # decimal text: the revenue before any restatement changed the day
+    final: str  # decimal text: today's revenue
+    revision: int  # restatements (not rolled back) that changed the day; 0 = never restated
+    period_status: str  # final / provisional
+    restatements: list[Restated] = field(default_factory=list)  # oldest first
+
+
+@dataclass
+class RestatedPeriod:
+    """A period (day, week start, month start) of a model that a promoted restatement changed."""
+
+    model: str
+    period: str
+    restatement_id: str
+    reason: str
+    promoted_at: str
+    recent: bool  # promoted in the last 7 days
+
+
+@dataclass
+class LatenessDay:
+    """Lateness of one source's bronze rows that arrived on one day."""
+
+    source_system: str
+    arrival_date: str
+    rows: int
+    late_rows: int
+    late_ratio: float | None
+    lag_hours_p50: float | None
+    lag_hours_p95: float | None
+    lag_hours_p99: float | None
+
+
+@dataclass
+class QuarantineDay:
+    day: str  # the quarantined row's day (silver.sales_quarantine's time column)
+    reason: str
+    rows: int
+
+
+@dataclass
+class IntervalChange:
+    """One restated interval of one model, before and after (from the restatement's diff)."""
+
+    model: str
+    start: str
+    end: str
+    measure: str | None  # the DECIMAL column shown (revenue, net_amount, ...), None if none
+    before: str | None
+    after: str | None
+    rows_before: int
+    rows_after: int
+    keys_added: int
+    keys_removed: int
+    keys_changed: int
+
+
+@dataclass
+class RestatementSummary:
+    restatement_id: str
+    reason: str
+    status: str  # the log's latest action: promoted, rolled_back, staged, ...
+    logged_at: str
+    actor: str
+    intervals: list[IntervalChange] = field(default_factory=list)
+
+
+@dataclass
+class TrailRow:
+    """One row of ``tardy.transaction_changes`` (values as text)."""
+
+    model: str
+    row_key: str
+    event_date: str
+    change: str
+    action: str
+    before: dict[str, str] | None
+    after: dict[str, str] | None
+
+
+@dataclass
+class Report:
+    """Everything ``tardy report`` draws."""
+
+    generated_at: str
+    home: str
+    grace_days: int
+    daily: list[DailyRevision]
+    periods: list[RestatedPeriod]
+    lateness: list[LatenessDay]
+    quarantine: list[QuarantineDay]
+    restatements: list[RestatementSummary]
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass
+class RestatementReport:
+    """Everything ``tardy report --restatement ID`` draws: one restatement, for reviewers."""
+
+    generated_at: str
+    summary: RestatementSummary
+    manifest: dict[str, object]  # detect's manifest (roots, impacted, reasons, stock commands)
+    audits: list[dict[str, object]]  # model, audit, interval_start, interval_end, blocking,
+    # failing_rows
+    breaker: list[dict[str, object]]  # day, measure, before, after, change
+    changes: list[TrailRow]  # the change trail's rows of this restatement (first 200)
+    changes_total: int
+    how_to: list[str]  # the commands that promote, discard or roll it back
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+# -- reading the lakehouse ----------------------------------------------------------------------
+
+RECENT_DAYS = 7
+MAX_CHANGES = 200
+
+PERIODS_SQL = f"""
+SELECT model, period, last_restatement_id, last_restatement_reason, last_restated_at,
+       last_restated_at >= current_timestamp() - INTERVAL {RECENT_DAYS} DAYS AS recent
+FROM {PERIODS_VIEW}
+ORDER BY last_restated_at, model, period
+"""
+
+
+def _iso(value: t.Any) -> str:
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def _daily(spark: SparkSession) -> list[DailyRevision]:
+    """Per day, summed over stores: first published and today's value (the status view), and
+    the restatements (promoted, not rolled back) that changed it (the change trail)."""
+    measure = DAILY_MEASURE
+    days = spark.sql(
+        f"""
+        SELECT event_date, MAX(period_status) AS period_status, MAX(revision) AS revision,
+               CAST(SUM(first_published_{measure}) AS STRING) AS first,
+               CAST(SUM({measure}) AS STRING) AS final
+        FROM {DAILY_STATUS_VIEW} GROUP BY event_date ORDER BY event_date
+        """
+    ).collect()
+    by_day: dict[str, list[Restated]] = {}
+    for row in spark.sql(
+        f"""
+        SELECT DISTINCT event_date, restatement_id, reason, promoted_at FROM {TRAIL_TABLE}
+        WHERE model = {literal(DAILY_TABLE)} AND action = {literal(PROMOTED)}
+          AND restatement_id NOT IN (
+            SELECT restatement_id FROM {TRAIL_TABLE} WHERE action = {literal(ROLLED_BACK)}
+          )
+        ORDER BY promoted_at
+        """
+    ).collect():
+        by_day.setdefault(row.event_date.isoformat(), []).append(
+            Restated(row.restatement_id, row.reason, _iso(row.promoted_at))
+        )
+    return [
+        DailyRevision(
+            event_date=row.event_date.isoformat(),
+            first_published=row.first,
+            final=row.final,
+            revision=int(row.revision),
+            period_status=row.period_status,
+            restatements=by_day.get(row.event_date.isoformat(), []),
+        )
+        for row in days
+    ]
+
+
+def _lateness(spark: SparkSession, grace_days: int) -> list[LatenessDay]:
+    query = LATENESS_SQL.format(
+        grace_days=int(grace_days),
+        by=", arrival_date",
+        grouping="GROUPING SETS ((source_system, arrival_date))",
+    )
+    out = []
+    for row in spark.sql(query + " ORDER BY source_system, arrival_date").collect():
+        measured = int(row.measured_rows)
+        lags = row.lag_hours
+        out.append(
+            LatenessDay(
+                source_system=row.source_system,
+                arrival_date=row.arrival_date.isoformat(),
+                rows=int(row.n_rows),
+                late_rows=int(row.late_rows),
+                late_ratio=int(row.late_rows) / measured if measured else None,
+                lag_hours_p50=None if lags is None else float(lags[0]),
+                lag_hours_p95=None if lags is None else float(lags[1]),
+                lag_hours_p99=None if lags is None else float(lags[2]),
+            )
+        )
+    return out
+
+
+def _quarantine(context: Context, spark: SparkSession) -> list[QuarantineDay]:
+    """Quarantined rows per day and reason, from the models that carry a ``reason`` column
+    and read bronze (the quarantine), each by its time column."""
+    out = []
+    for model, column in quarantine_models(context).items():
+        rows = spark.sql(
+            f"SELECT `{column}` AS day, reason, COUNT(*) AS n FROM {model} "
+            "GROUP BY 1, 2 ORDER BY 1, 2"
+        ).collect()
+        out += [QuarantineDay(row.day.isoformat(), row.reason, int(row.n)) for row in rows]
+    return out
+
+
+def quarantine_models(context: Context) -> dict[str, str]:
+    """Prod's models with a ``reason`` column (the quarantine): model -> time column."""
+    out = {}
+    for snapshot in sqlmesh_api.prod_snapshots(context).values():
+        model = snapshot.model if snapshot.is_model else None
+        if model is None or model.time_column is None:
+            continue
+        if "reason" in (model.columns_to_types or {}):
+            out[model.name] = model.time_column.column.name
+    return out
+
+
+def _intervals(restatement_id: str) -> tuple[list[IntervalChange], list[dict[str, object]]]:
+    """The restatement's per-interval diff and breaker trips, from its report folder's
+    ``diff.json`` (written when it was staged; empty when this home does not hold it)."""
+    path = report_dir(restatement_id) / "diff.json"
+    if not path.exists():
+        return [], []
+    diff = json.loads(path.read_text())
+    out = []
+    for item in diff["intervals"]:
+        measure = measure_of(item["sums_before"])
+        out.append(
+            IntervalChange(
+                model=item["model"],
+                start=item["interval"][0],
+                end=item["interval"][1],
+                measure=measure,
+                before=item["sums_before"].get(measure) if measure else None,
+                after=item["sums_after"].get(measure) if measure else None,
+                rows_before=int(item["rows_before"]),
+                rows_after=int(item["rows_after"]),
+                keys_added=int(item["keys_added"]),
+                keys_removed=int(item["keys_removed"]),
+                keys_changed=int(item["keys_changed"]),
+            )
+        )
+    return out, list(diff.get("breaker") or [])
+
+
+def _summaries(spark: SparkSession) -> list[RestatementSummary]:
+    out = []
+    for item in log.summary(spark):
+        intervals, _ = _intervals(item["restatement_id"])
+        out.append(
+            RestatementSummary(
+                restatement_id=item["restatement_id"],
+                reason=item["reason"],
+                status=str(item["status"]),
+                logged_at=_iso(item["created_at"]),
+                actor=item["actor"],
+                intervals=intervals,
+            )
+        )
+    return out
+
+
+def gather(context: Context, spark: SparkSession) -> Report:
+    """Everything ``tardy report`` draws (about six statements)."""
+    grace = int(context.config.variables["grace_days"])
+    ensure_status_view(context, spark)
+    periods = [
+        RestatedPeriod(
+            model=row.model,
+            period=row.period.isoformat(),
+            restatement_id=row.last_restatement_id,
+            reason=row.last_restatement_reason,
+            promoted_at=_iso(row.last_restated_at),
+            recent=bool(row.recent),
+        )
+        for row in spark.sql(PERIODS_SQL).collect()
+    ]
+    return Report(
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        home=str(activate().root),
+        grace_days=grace,
+        daily=_daily(spark),
+        periods=periods,
+        lateness=_lateness(spark, grace),
+        quarantine=_quarantine(context, spark),
+        restatements=_summaries(spark),
+    )
+
+
+def _audits(spark: SparkSession, restatement_id: str) -> list[dict[str, object]]:
+    """The audits of the restatement's latest staging (or failed audit), one row each."""
+    rows = spark.sql(
+        f"SELECT audits FROM {log.LOG_TABLE} WHERE restatement_id = {literal(restatement_id)} "
+        "AND audits IS NOT NULL ORDER BY logged_at DESC LIMIT 1"
+    ).collect()
+    if not rows:
+        return []
+    return [
+        {k: _iso(v) if k.startswith("interval") else v for k, v in a.asDict().items()}
+        for a in rows[0].audits
+    ]
+
+
+def how_to(restatement_id: str, status: str) -> list[str]:
+    """The commands that act on a restatement in ``status``."""
+    if status == Action.STAGED:
+        return [f"tardy promote {restatement_id}", f"tardy discard {restatement_id}"]
+    if status == Action.PROMOTED:
+        return [f'tardy rollback {restatement_id} --reason "..."']
+    if status in log.INTERRUPTED:
+        return [f"tardy promote {restatement_id}   # finishes or recovers it"]
+    return []
+
+
+def gather_restatement(spark: SparkSession, restatement_id: str) -> RestatementReport:
+    rows = log.entries(spark, restatement_id)
+    if not rows:
+        raise InputError(f"no restatement {restatement_id} in {log.LOG_TABLE}")
+    summary = next(s for s in _summaries(spark) if s.restatement_id == restatement_id)
+    staged = [row for row in rows if row["manifest"] is not None]
+    manifest = staged[-1]["manifest"] if staged else {}
+    if not manifest and (report_dir(restatement_id) / "manifest.json").exists():
+        manifest = json.loads((report_dir(restatement_id) / "manifest.json").read_text())
+    _, breaker = _intervals(restatement_id)
+    changes = trail.changes(spark, restatement_id=restatement_id)
+    return RestatementReport(
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        summary=summary,
+        manifest=manifest,
+        audits=_audits(spark, restatement_id),
+        breaker=breaker,
+        changes=[
+            TrailRow(
+                model=c["model"],
+                row_key=c["row_key"],
+                event_date=_iso(c["event_date"]),
+                change=c["change"],
+                action=c["action"],
+                before=c["before"],
+                after=c["after"],
+            )
+            for c in changes[:MAX_CHANGES]
+        ],
+        changes_total=len(changes),
+        how_to=how_to(restatement_id, summary.status),
+    )
+
+
+def reports_dir() -> Path:
+    folder = activate().root / "reports"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def write_report(context: Context, spark: SparkSession) -> Path:
+    """Write ``$TARDY_HOME/reports/report-<UTC time>.html`` (and ``latest.html``)."""
+    from tardy.html import report_page
+
+    page = report_page(gather(context, spark))
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = reports_dir() / f"report-{stamp}.html"
+    path.write_text(page, encoding="utf-8")
+    (reports_dir() / "latest.html").write_text(page, encoding="utf-8")
+    return path
+
+
+def write_restatement_report(context: Context, spark: SparkSession, restatement_id: str) -> Path:
+    """Write ``$TARDY_HOME/reports/restatement-<id>.html``."""
+    from tardy.html import restatement_page
+
+    page = restatement_page(gather_restatement(spark, restatement_id))
+    path = reports_dir() / f"restatement-{restatement_id}.html"
+    path.write_text(page, encoding="utf-8")
+    return path

@@ -1,0 +1,377 @@
+"""The report pages open offline in a real browser, draw every chart with its data, run no
+script error and show the data's text as text.
+
+The reports are built by hand (no Spark): a year of days, three sources, two restatements
+(one rolled back) and a reason carrying HTML that would run if it were not escaped; and a
+report with nothing in it. Each page is written to a file and opened in headless Chromium
+(``tests/browser.py``); a broken page checks that the checker sees what it is meant to.
+"""
+
+from __future__ import annotations
+
+import struct
+from datetime import date, timedelta
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+from browser import ChromiumMissing, PageCheck, check_page
+from plotly.offline import get_plotlyjs
+
+from tardy import html
+from tardy.reporting import (
+    DailyRevision,
+    IntervalChange,
+    LatenessDay,
+    QuarantineDay,
+    Report,
+    Restated,
+    RestatedPeriod,
+    RestatementReport,
+    RestatementSummary,
+    TrailRow,
+)
+
+CHARTS = ["daily", "periods", "lateness", "quarantine", "restatements"]
+DAYS = 365
+START = date(2025, 1, 1)
+SOURCES = ["pos_eu", "pos_us", "web_shop"]
+REASONS = ["unparseable amount", "unknown store", "event after arrival"]
+# Escaped, this is text on the page; not escaped, it would log a console error (the checker
+# collects those) and request a file "x" (the checker blocks and records that).
+HOSTILE = (
+    '<script>console.error("injected")</script><img src=x onerror="console.error(\'injected\')">'
+)
+LATE_ID = "20251201T101500Z-late01"
+ROLLED_ID = "20251215T080000Z-roll02"
+PERIOD_ROWS = 300  # more than the table shows (200)
+CHANGE_ROWS = 250
+
+
+def day(i: int) -> str:
+    return (START + timedelta(days=i)).isoformat()
+
+
+def restated_days() -> set[int]:
+    return {i for i in range(DAYS) if i % 17 == 5}
+
+
+def intervals() -> list[IntervalChange]:
+    return [
+        IntervalChange(
+            model=model,
+            start=day(i),
+            end=day(i + span - 1),
+            measure=measure,
+            before=f"{1000 * span + i}.50",
+            after=f"{1000 * span + i + 37 * (i % 3 - 1)}.25",
+            rows_before=40 * span,
+            rows_after=40 * span + i % 3,
+            keys_added=i % 3,
+            keys_removed=0,
+            keys_changed=1 + i % 4,
+        )
+        for i in range(330, 340)
+        for model, measure, span in (
+            ("gold.daily_store_revenue", "revenue", 1),
+            ("silver.sales_transactions", "net_amount", 1),
+        )
+    ] + [
+        IntervalChange(
+            model="gold.monthly_store_revenue",
+            start=day(334),
+            end=day(364),
+            measure="revenue",
+            before="31000.00",
+            after="31123.45",
+            rows_before=9,
+            rows_after=9,
+            keys_added=0,
+            keys_removed=0,
+            keys_changed=3,
+        )
+    ]
+
+
+def full_report() -> Report:
+    restated = restated_days()
+    daily = []
+    for i in range(DAYS):
+        first = 10_000 + (i * 37) % 900
+        changed_by = []
+        if i in restated:  # odd days twice, the second time by the rolled-back one
+            changed_by.append(Restated(LATE_ID, "late POS batch " + HOSTILE, "2025-12-01T10:20"))
+            if i % 2:
+                changed_by.append(Restated(ROLLED_ID, "corrected feed", "2025-12-15T08:30"))
+        daily.append(
+            DailyRevision(
+                event_date=day(i),
+                first_published=f"{first}.00",
+                final=f"{first + (120 if i % 2 else -80) * bool(changed_by)}.00",
+                revision=len(changed_by),
+                period_status="provisional" if i >= DAYS - 3 else "final",
+                restatements=changed_by,
+            )
+        )
+    models = ["gold.daily_store_revenue", "gold.weekly_store_revenue", "silver.sales_transactions"]
+    periods = [
+        RestatedPeriod(
+            model=models[i % 3],
+            period=day(i % DAYS),
+            restatement_id=LATE_ID if i % 4 else ROLLED_ID,
+            reason="late POS batch " + HOSTILE if i % 4 else "corrected feed",
+            promoted_at="2025-12-01T10:20:00" if i % 4 else "2025-12-15T08:30:00",
+            recent=i % 5 == 0,
+        )
+        for i in range(PERIOD_ROWS)
+    ]
+    lateness = [
+        LatenessDay(
+            source_system=source,
+            arrival_date=day(i),
+            rows=1000 + i,
+            late_rows=(i * (s + 1)) % 40,
+            late_ratio=((i * (s + 1)) % 40) / (1000 + i),
+            lag_hours_p50=2.0 + s + (i % 7) * 0.3,
+            lag_hours_p95=20.0 + 5 * s + (i % 11),
+            lag_hours_p99=60.0 + 10 * s + (i % 23) * 2,
+        )
+        for s, source in enumerate(SOURCES)
+        for i in range(DAYS)
+    ]
+    quarantine = [
+        QuarantineDay(day=day(i), reason=reason, rows=1 + (i * (r + 2)) % 9)
+        for i in range(DAYS)
+        for r, reason in enumerate(REASONS)
+        if (i + r) % 3  # two reasons a day
+    ]
+    return Report(
+        generated_at="2025-12-31T23:59:00+00:00",
+        home="/srv/tardy/home",
+        grace_days=3,
+        daily=daily,
+        periods=periods,
+        lateness=lateness,
+        quarantine=quarantine,
+        restatements=[
+            RestatementSummary(
+                LATE_ID,
+                "late POS batch " + HOSTILE,
+                "promoted",
+                "2025-12-01T10:15:00",
+                "ci@runner",
+                intervals(),
+            ),
+            RestatementSummary(
+                ROLLED_ID,
+                "corrected feed",
+                "rolled_back",
+                "2025-12-15T08:00:00",
+                "ana@laptop",
+                intervals()[:6],
+            ),
+        ],
+    )
+
+
+def empty_report() -> Report:
+    return Report("2025-12-31T23:59:00+00:00", "/srv/tardy/empty", 3, [], [], [], [], [])
+
+
+def restatement_report() -> RestatementReport:
+    summary = full_report().restatements[0]
+    return RestatementReport(
+        generated_at="2025-12-31T23:59:00+00:00",
+        summary=summary,
+        manifest={
+            "arrival_watermark": "2025-12-01T09:00:00",
+            "previous_watermark": "2025-11-30T09:00:00",
+            "bronze_version": 412,
+            "since_bronze_version": 398,
+            "late_rows": 1234,
+            "roots": {"silver.sales_transactions": [[day(330), day(339)]]},
+            "impacted": {
+                "silver.sales_transactions": [[day(330), day(339)]],
+                "gold.daily_store_revenue": [[day(330), day(339)]],
+                "gold.monthly_store_revenue": [[day(334), day(334)]],
+            },
+            "absorbed_by_next_run": {"gold.daily_store_revenue": [[day(363), day(364)]]},
+            "reasons": {"silver.sales_transactions": "late rows " + HOSTILE},
+            "stock_commands": ["sqlmesh restate silver.sales_transactions --start 2025-11-27"],
+        },
+        audits=[
+            {
+                "model": "gold.daily_store_revenue",
+                "audit": "not_null_revenue",
+                "interval_start": day(330),
+                "interval_end": day(339),
+                "blocking": True,
+                "failing_rows": 0,
+            },
+            {
+                "model": "silver.sales_transactions",
+                "audit": "unique_transaction_id",
+                "interval_start": day(330),
+                "interval_end": day(339),
+                "blocking": False,
+                "failing_rows": 7,
+            },
+        ],
+        breaker=[
+            {
+                "day": day(333),
+                "measure": "revenue",
+                "before": "1000.00",
+                "after": "1500.00",
+                "change": 0.5,
+            },
+            {"day": day(334), "measure": "rows", "before": "0", "after": "12", "change": None},
+        ],
+        changes=[
+            TrailRow(
+                model="silver.sales_transactions",
+                row_key=f"tx-{i:05d}",
+                event_date=day(330 + i % 10),
+                change=["added", "changed", "removed"][i % 3],
+                action="promoted",
+                before=None if i % 3 == 0 else {"net_amount": f"{i}.00", "store": "s1"},
+                after=None if i % 3 == 2 else {"net_amount": f"{i + 1}.00", "store": "s1"},
+            )
+            for i in range(200)
+        ],
+        changes_total=CHANGE_ROWS,
+        how_to=[f'tardy rollback {LATE_ID} --reason "..."'],
+    )
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def write(tmp: Path, name: str, text: str) -> Path:
+    path = tmp / f"{name}.html"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, PageCheck]]:
+    """Each page's HTML and what the browser saw of it (one browser session per page)."""
+    tmp = tmp_path_factory.mktemp("html")
+    out = {}
+    for name, text in (
+        ("full", html.report_page(full_report())),
+        ("empty", html.report_page(empty_report())),
+        ("restatement", html.restatement_page(restatement_report())),
+    ):
+        out[name] = (text, check_page(write(tmp, name, text), tmp / f"{name}.png"))
+    return out
+
+
+@pytest.mark.parametrize("name", ["full", "empty", "restatement"])
+def test_page_runs_offline_without_errors(pages: dict[str, tuple[str, PageCheck]], name: str):
+    text, check = pages[name]
+    assert check.errors == []
+    assert check.requests == []
+    assert check.not_drawn == []
+    assert text.count(get_plotlyjs()[:300]) == 1  # plotly.js inline, once
+    width, height = png_size(check.screenshot)
+    assert width == 1280 and height > 900  # the whole page, taller than the window
+    assert check.screenshot.stat().st_size > 30_000  # a blank page is a few kB
+
+
+def test_full_report_draws_every_chart_with_its_data(pages: dict[str, tuple[str, PageCheck]]):
+    _, check = pages["full"]
+    assert check.charts == CHARTS
+    assert check.empty == []
+    restated = len(restated_days())
+    # daily: first published and final lines, restated markers, the change bars
+    assert check.points["daily"] == 3 * DAYS + restated
+    # periods: two bar traces (all time, last 7 days), one bar per model
+    assert check.points["periods"] == 2 * 3
+    # lateness: p50/p95/p99 per source, then the late ratio per source
+    assert check.points["lateness"] == 4 * len(SOURCES) * DAYS
+    # quarantine: one bar per day and reason
+    assert check.points["quarantine"] == len(full_report().quarantine)
+    # restatements: before and after bars of both restatements (the menu shows one)
+    assert check.points["restatements"] == 2 * (len(intervals()) + 6)
+    assert all(check.sizes[name] >= 240 for name in CHARTS), check.sizes
+
+
+def test_full_report_caps_the_periods_table(pages: dict[str, tuple[str, PageCheck]]):
+    text, check = pages["full"]
+    assert f"… and {PERIOD_ROWS - html.MAX_TABLE_ROWS} more" in check.text
+    section = text.split('id="periods"', 1)[1].split("</section>", 1)[0]
+    assert section.count("<tr>") == html.MAX_TABLE_ROWS + 1  # the header row too
+
+
+def test_text_from_the_data_is_escaped(pages: dict[str, tuple[str, PageCheck]]):
+    for name in ("full", "restatement"):
+        text, check = pages[name]
+        assert "<script>console.error" not in text
+        assert "<img src=x" not in text
+        assert HOSTILE in check.text  # shown as written
+        assert not any("injected" in error for error in check.errors)
+
+
+def test_empty_report_says_nothing_yet(pages: dict[str, tuple[str, PageCheck]]):
+    text, check = pages["empty"]
+    assert check.charts == CHARTS
+    assert check.empty == CHARTS
+    assert check.points == dict.fromkeys(CHARTS, 0)
+    assert text.count("Nothing yet") == len(CHARTS)
+    assert check.text.count("Nothing yet") == len(CHARTS)  # drawn: plotly's SVG text
+
+
+def test_restatement_page(pages: dict[str, tuple[str, PageCheck]]):
+    text, check = pages["restatement"]
+    assert check.charts == ["intervals"]
+    assert check.points["intervals"] == 2 * len(intervals())
+    assert check.title == f"Restatement {LATE_ID}"
+    for shown in (
+        "unique_transaction_id",  # audits
+        "not_null_revenue",
+        "+50.0%",  # breaker
+        "sqlmesh restate silver.sales_transactions",  # stock commands
+        f'tardy rollback {LATE_ID} --reason "..."',  # how to
+        f"the first 200 of {CHANGE_ROWS:,}",  # change trail
+        f"… and {CHANGE_ROWS - 200} more",
+        "net_amount: 1.00 → 2.00",  # the column that differs
+        "gold.monthly_store_revenue",
+    ):
+        assert shown in check.text, shown
+    failing = [row for row in text.split("<tr") if row.startswith(' class="fail"')]
+    assert len(failing) == 1 and "unique_transaction_id" in failing[0]
+
+
+def test_checker_sees_a_broken_page(tmp_path: Path):
+    """A chart without points, a script error, a console error and two requests (one to a
+    file beside the page): the checker reports each of them."""
+    figure = pio.to_html(go.Figure(go.Scatter(x=[], y=[])), full_html=False, include_plotlyjs=True)
+    page = (
+        f'<div class="tardy-chart" data-chart="broken">{figure}</div>'
+        '<script>console.error("boom"); undefinedFunction();</script>'
+        '<img src="https://example.invalid/pixel.png"><img src="x.png">'
+    )
+    (tmp_path / "x.png").write_bytes(b"")  # there: only the route can stop it
+    check = check_page(write(tmp_path, "broken", page), tmp_path / "broken.png", timeout_ms=3000)
+    assert check.charts == ["broken"]
+    assert check.points == {"broken": 0}
+    assert check.not_drawn == ["broken"]
+    assert any("boom" in e for e in check.errors)
+    assert any("undefinedFunction" in e for e in check.errors)
+    assert "https://example.invalid/pixel.png" in check.requests
+    assert (tmp_path / "x.png").as_uri() in check.requests
+    assert check.screenshot.exists()
+
+
+def test_checker_names_the_make_target_without_chromium(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    with pytest.raises(ChromiumMissing, match="make chromium"):
+        check_page(tmp_path / "none.html", tmp_path / "none.png")
