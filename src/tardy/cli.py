@@ -397,32 +397,37 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    from tardy.engine.delta import Meter
     from tardy.history import history
     from tardy.project import open_context, spark_of
     from tardy.render import render_history
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
-    story = history(context, spark_of(context), args.transaction_id)
+    meter = Meter(spark_of(context))
+    with meter.step("history"):
+        story = history(context, spark_of(context), args.transaction_id)
     if args.json:
-        _print_json(story.as_dict())
+        _print_json({**story.as_dict(), **meter.as_dict()})
     else:
         render_history(story, console)
     return 0 if story.found else 1
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from tardy.engine.delta import Meter
     from tardy.project import open_context, spark_of
     from tardy.reporting import write_report, write_restatement_report
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
     spark = spark_of(context)
-    with err.status("Reading the lakehouse and drawing the report"):
+    meter = Meter(spark)
+    with err.status("Reading the lakehouse and drawing the report"), meter.step("report"):
         if args.restatement_id:
             path = write_restatement_report(context, spark, args.restatement_id)
         else:
             path = write_report(context, spark)
     if args.json:
-        _print_json({"path": str(path)})
+        _print_json({"path": str(path), **meter.as_dict()})
     else:
         console.print(str(path), markup=False, highlight=False, soft_wrap=True)
     return 0

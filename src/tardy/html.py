@@ -28,6 +28,8 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from tardy.status import DAILY_TABLE
+
 if t.TYPE_CHECKING:
     from tardy.reporting import (
         DailyRevision,
@@ -41,7 +43,6 @@ if t.TYPE_CHECKING:
         TrailRow,
     )
 
-DAILY_TABLE = "gold.daily_store_revenue"  # tardy.status.DAILY_TABLE (which loads pyspark)
 MAX_TABLE_ROWS = 200  # rows of a page table; the rest is counted in an "and N more" line
 MAX_RESTATEMENTS = 10  # restatements in the report page's before/after chart (the latest)
 MAX_INTERVALS = 40  # intervals per restatement in a before/after chart

@@ -23,6 +23,7 @@ How each append stays exact under kill -9 and retries:
 from __future__ import annotations
 
 import typing as t
+from enum import StrEnum
 
 from tardy.engine.diff import compare_sql
 from tardy.sql import literal
@@ -33,8 +34,16 @@ if t.TYPE_CHECKING:
     from tardy.engine.stage import StagedTable
 
 TRAIL_TABLE = "tardy.transaction_changes"
-PROMOTED = "promoted"
-ROLLED_BACK = "rolled_back"
+
+
+class TrailAction(StrEnum):
+    """Which step appended a trail row."""
+
+    PROMOTED = "promoted"
+    ROLLED_BACK = "rolled_back"  # a rollback, or the discard of a half-done promotion
+
+
+PROMOTED, ROLLED_BACK = TrailAction.PROMOTED, TrailAction.ROLLED_BACK
 
 TRAIL_DDL = f"""
 CREATE TABLE IF NOT EXISTS {TRAIL_TABLE} (
@@ -63,7 +72,7 @@ def ensure_trail(spark: SparkSession) -> None:
         spark.sql(TRAIL_DDL)
 
 
-def _written(spark: SparkSession, restatement_id: str, action: str) -> bool:
+def _written(spark: SparkSession, restatement_id: str, action: TrailAction) -> bool:
     return (
         spark.sql(
             f"SELECT 1 FROM {TRAIL_TABLE} WHERE restatement_id = {literal(restatement_id)} "
