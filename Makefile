@@ -5,13 +5,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 export TARDY_HOME ?= $(CURDIR)/.tardy
 
-.PHONY: setup demo test unit-test sqlmesh-test chromium lint bench chaos clean
+.PHONY: setup demo test unit-test sqlmesh-test chromium lint bench chaos clean \
+	cluster-up cluster-down cluster-status
 
 setup: $(VENV)/.tardy-setup
 
 $(VENV)/.tardy-setup: pyproject.toml constraints.txt src/tardy/jars.py src/tardy/jvm.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,cluster]'
 	$(BIN)/python -m tardy.jars install
 	$(BIN)/python -m tardy.jvm archive
 	@touch $@
@@ -46,6 +47,18 @@ CHAOS_SEED ?= 7
 chaos: setup
 	rm -rf $(TARDY_HOME)/chaos
 	TARDY_HOME=$(TARDY_HOME)/chaos $(BIN)/python bench/chaos.py --trials $(CHAOS_TRIALS) --seed $(CHAOS_SEED)
+
+# A local cluster on loopback under $(TARDY_HOME)/cluster/ (docs/cluster.md): PostgreSQL, a
+# Spark standalone master and two workers, a Spark Connect server. `cluster-up` prints the
+# `export` lines a shell needs (progress on stderr): eval "$$(make -s cluster-up)".
+cluster-up: setup
+	@$(BIN)/python -m tardy.cluster up
+
+cluster-down: setup
+	@$(BIN)/python -m tardy.cluster down
+
+cluster-status: setup
+	@$(BIN)/python -m tardy.cluster status
 
 clean:
 	rm -rf $(TARDY_HOME)
