@@ -45,7 +45,6 @@ from pathlib import Path
 
 import pandas as pd
 from delta.exceptions import ConcurrentAppendException
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from tardy.errors import InputError
@@ -616,22 +615,19 @@ def _commit(
         bronze = spark.createDataFrame(frame, schema=schema)
         # The key index first: a crash before the bronze commit leaves only extra index rows.
         bronze.createOrReplaceTempView(_BATCH_VIEW)
+        arrival_dates = date_list("b.arrival_date", set(frame["arrival_date"]))
         try:
             append_key_index(spark, _BATCH_VIEW)
+            # SQL rather than the DeltaTable API: it also runs over Spark Connect, whose
+            # server would otherwise need Delta's Connect plugins (docs/cluster.md).
+            spark.sql(
+                f"MERGE INTO {BRONZE_TABLE} AS b USING {_BATCH_VIEW} AS s "
+                f"ON {arrival_dates} AND b.file_sha256 = s.file_sha256 "
+                "AND b.line_number = s.line_number "
+                "WHEN NOT MATCHED THEN INSERT *"
+            )
         finally:
             spark.catalog.dropTempView(_BATCH_VIEW)
-        arrival_dates = date_list("b.arrival_date", set(frame["arrival_date"]))
-        (
-            DeltaTable.forName(spark, BRONZE_TABLE)
-            .alias("b")
-            .merge(
-                bronze.alias("s"),
-                f"{arrival_dates} AND b.file_sha256 = s.file_sha256 "
-                "AND b.line_number = s.line_number",
-            )
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
     entries = spark.createDataFrame(ledger, schema=spark.table(LEDGER_TABLE).schema)
     entries.write.format("delta").mode("append").saveAsTable(LEDGER_TABLE)
     result.ingested += ingested
