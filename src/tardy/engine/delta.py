@@ -83,6 +83,13 @@ def restore(spark: SparkSession, table: str, to_version: int) -> None:
     spark.sql(f"RESTORE TABLE {table} TO VERSION AS OF {to_version}")
 
 
+def counts_statements(spark: SparkSession) -> bool:
+    """Whether this session can count its Spark statements: a classic session reads its
+    driver's SQL status store; a Spark Connect client has no driver of its own (the server's
+    is another process), so its meter records seconds only."""
+    return not type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def _status_store(spark: SparkSession) -> t.Any:
     jvm_session = spark._jsparkSession
     jvm_session.sparkContext().listenerBus().waitUntilEmpty()  # the store is fed async
@@ -130,14 +137,17 @@ class Meter:
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
-        started, before = time.perf_counter(), last_execution(self.spark)
+        counted = counts_statements(self.spark)
+        started = time.perf_counter()
+        before = last_execution(self.spark) if counted else -1
         try:
             yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
-            roots, count = executions_since(self.spark, before)
-            self.statements[name] = self.statements.get(name, 0) + roots
-            self.executions[name] = self.executions.get(name, 0) + count
+            if counted:  # over Spark Connect: seconds only (``counts_statements``)
+                roots, count = executions_since(self.spark, before)
+                self.statements[name] = self.statements.get(name, 0) + roots
+                self.executions[name] = self.executions.get(name, 0) + count
 
     def as_dict(self) -> dict[str, dict[str, float] | dict[str, int]]:
         return {
