@@ -1166,8 +1166,9 @@ def restatement_page(report: RestatementReport) -> str:
         ),
         section(
             "Circuit breaker",
-            "Closed days whose measure or row count moved by more than the threshold; "
-            "none means the breaker did not trip.",
+            "Closed days whose measure or row count moved by more than the threshold ("
+            + (report.breaker_rule or "threshold unknown: no diff in this data home")
+            + "); none means the breaker did not trip.",
             breaker_table(report.breaker),
         ),
         section(

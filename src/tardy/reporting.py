@@ -160,6 +160,9 @@ class RestatementReport:
     changes: list[TrailRow]  # the change trail's rows of this restatement (first 200)
     changes_total: int
     how_to: list[str]  # the commands that promote, discard or roll it back
+    # What the circuit breaker watched ("gold.daily_store_revenue: a closed day moving by
+    # more than 25%"); None when this home holds no diff of the restatement.
+    breaker_rule: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -276,6 +279,17 @@ def quarantine_models(context: Context) -> dict[str, str]:
         if "reason" in (model.columns_to_types or {}):
             out[model.name] = model.time_column.column.name
     return out
+
+
+def _breaker_rule(restatement_id: str) -> str | None:
+    path = report_dir(restatement_id) / "diff.json"
+    if not path.exists():
+        return None
+    diff = json.loads(path.read_text())
+    return (
+        f"{diff.get('breaker_model')}: a closed day whose rows or measure move by more than "
+        f"{float(diff['threshold']):.0%}"
+    )
 
 
 def _intervals(restatement_id: str) -> tuple[list[IntervalChange], list[dict[str, object]]]:
@@ -406,6 +420,7 @@ def gather_restatement(spark: SparkSession, restatement_id: str) -> RestatementR
         ],
         changes_total=len(changes),
         how_to=how_to(restatement_id, summary.status),
+        breaker_rule=_breaker_rule(restatement_id),
     )
 
 

@@ -271,6 +271,8 @@ def restatement_report() -> RestatementReport:
             },
             {"day": day(334), "measure": "rows", "before": "0", "after": "12", "change": None},
         ],
+        breaker_rule="gold.daily_store_revenue: a closed day whose rows or measure move by more "
+        "than 25%",
         changes=[
             TrailRow(
                 model="silver.sales_transactions",
@@ -379,6 +381,7 @@ def test_restatement_page(pages: dict[str, tuple[str, PageCheck]]):
         "unique_transaction_id",  # audits
         "not_null_revenue",
         "+50.0%",  # breaker
+        "a closed day whose rows or measure move by more than 25%",
         "sqlmesh restate silver.sales_transactions",  # stock commands
         f'tardy rollback {LATE_ID} --reason "..."',  # how to
         f"the first 200 of {CHANGE_ROWS:,}",  # change trail
