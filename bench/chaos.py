@@ -206,6 +206,36 @@ def _reconciliation(spark: t.Any, landing: Path) -> list[str]:
     return problems
 
 
+def _trail(spark: t.Any, latest: dict[str, str]) -> list[str]:
+    """The change trail agrees with the log whatever was killed: no key twice in one
+    restatement's step, and every rolled-back (or discarded) promotion reversed row for row,
+    a promoted one not at all."""
+    from tardy.engine.trail import TRAIL_TABLE
+
+    if not spark.catalog.tableExists(TRAIL_TABLE):
+        return []
+    problems = []
+    twice = spark.sql(
+        f"SELECT restatement_id, action, model, row_key, event_date FROM {TRAIL_TABLE} "
+        "GROUP BY ALL HAVING COUNT(*) > 1"
+    ).collect()
+    if twice:
+        problems.append(f"change trail rows twice: {[tuple(r) for r in twice[:3]]}")
+    counts = {
+        (r.restatement_id, r.action): int(r.n)
+        for r in spark.sql(
+            f"SELECT restatement_id, action, COUNT(*) AS n FROM {TRAIL_TABLE} GROUP BY 1, 2"
+        ).collect()
+    }
+    for rid, state in latest.items():
+        promoted, reversed_ = counts.get((rid, "promoted"), 0), counts.get((rid, "rolled_back"), 0)
+        if state == "promoted" and reversed_:
+            problems.append(f"{rid} is promoted, but its trail rows are reversed")
+        if state in ("rolled_back", "discarded") and promoted != reversed_:
+            problems.append(f"{rid} is {state}: {promoted} trail rows, {reversed_} reversed")
+    return problems
+
+
 def _states(fingerprints: dict[str, t.Any], before: dict, after: dict) -> dict[str, str]:
     return {
         table: "before" if fp == before[table] else "after" if fp == after[table] else "MIXED"
@@ -311,6 +341,7 @@ def check_trial(spec_path: Path) -> None:
     if any(detect(context, spark).impacted.values()):
         check.problems.append("prod holds the late data, but detect still finds late days")
     check.problems.extend(_reconciliation(spark, home.landing))
+    check.problems.extend(_trail(spark, latest()))
     Path(spec["result"]).write_text(json.dumps(asdict(check)))
 
 

@@ -16,6 +16,7 @@ into the plain characters).
 from __future__ import annotations
 
 import html
+import math
 import typing as t
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -46,16 +47,22 @@ if t.TYPE_CHECKING:
 MAX_TABLE_ROWS = 200  # rows of a page table; the rest is counted in an "and N more" line
 MAX_RESTATEMENTS = 10  # restatements in the report page's before/after chart (the latest)
 MAX_INTERVALS = 40  # intervals per restatement in a before/after chart
-MIN_BARS = 8  # slots of a before/after row (fewer intervals leave the rest empty)
+MIN_BARS = 3  # bar slots of the before/after chart (its height: fewer bars leave some space)
+BAR_PX = 34  # height of one bar slot of the before/after chart
 MAX_HOVER_LINES = 8  # restatements listed in one hover text
 MAX_TEXT = 90  # characters of a reason in a hover text or a chart note
+MAX_DOTS = 60  # days up to which a line over days draws a dot per day
 
 GREY = "#9ca3af"
 BLUE = "#2563eb"
 ORANGE = "#ea580c"
 GREEN = "#16a34a"
 RED = "#dc2626"
-PERCENTILES = (("p50", "#2563eb", "solid"), ("p95", "#d97706", "dash"), ("p99", "#dc2626", "dot"))
+PERCENTILES = (  # name, colour, line dash, dot symbol
+    ("p50", "#2563eb", "solid", "circle"),
+    ("p95", "#d97706", "dash", "diamond"),
+    ("p99", "#dc2626", "dot", "square"),
+)
 SOURCE_COLOURS = ("#0f766e", "#7c3aed", "#db2777", "#65a30d", "#0369a1", "#b45309", "#475569")
 REASON_COLOURS = ("#dc2626", "#d97706", "#7c3aed", "#0891b2", "#65a30d", "#db2777", "#475569")
 
@@ -94,6 +101,7 @@ p.how{color:#4b5563;margin:0 0 8px;max-width:980px}
 .card b{display:block;font-size:22px}
 .card span{color:#4b5563;font-size:12px}
 .tardy-chart{width:100%}
+.tardy-chart>div{height:auto!important}
 .scroll{max-height:420px;overflow:auto;border:1px solid #e5e7eb;border-radius:6px}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{padding:4px 8px;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:top;
@@ -143,6 +151,11 @@ def esc(value: object) -> str:
 def plain(value: object) -> str:
     """Text for a plotly label or hover text: escaped, so that plotly shows it as written."""
     return html.escape(str(value), quote=False)
+
+
+def count(n: int, noun: str) -> str:
+    """``1 arrival day``, ``12 arrival days``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def short(text: str, limit: int = MAX_TEXT) -> str:
@@ -374,25 +387,45 @@ def periods_figure(periods: Sequence[RestatedPeriod]) -> go.Figure:
     return figure
 
 
+def points(values: Sequence[float | None]) -> dict[str, object]:
+    """How a line over days draws its points: a line with a dot per day while there are few
+    days (``MAX_DOTS``), and always a bigger dot on a day without a neighbour (no value the day
+    before or after in the series, e.g. a source that delivers once a week): a line alone
+    would not show such a day at all."""
+    isolated = [
+        v is not None
+        and (i == 0 or values[i - 1] is None)
+        and (i == len(values) - 1 or values[i + 1] is None)
+        for i, v in enumerate(values)
+    ]
+    dot = 5 if len(values) <= MAX_DOTS else 0
+    if not any(isolated) and not dot:
+        return {"mode": "lines"}
+    return {"mode": "lines+markers", "marker_size": [8 if i else dot for i in isolated]}
+
+
 def lateness_figure(days: Sequence[LatenessDay], grace_days: int) -> go.Figure:
     """Per source, lag p50/p95/p99 in hours over arrival days (one row each), then the late
     ratio of every source over arrival days (last row)."""
     if not days:
         return nothing_yet("Nothing yet: no bronze row has arrived.")
     sources = sorted({d.source_system for d in days})
+    arrival_days = Counter(d.source_system for d in days)
     rows = len(sources) + 1
     figure = make_subplots(
         rows=rows,
         cols=1,
         shared_xaxes=True,
         vertical_spacing=min(0.35 / rows, 0.08),
-        subplot_titles=[f"{plain(s)}: lag in hours" for s in sources]
+        subplot_titles=[
+            f"{plain(s)}: lag in hours ({count(arrival_days[s], 'arrival day')})" for s in sources
+        ]
         + [f"late ratio: share of rows arriving after the {grace_days}-day grace window"],
     )
     for row, source in enumerate(sources, start=1):
         mine = [d for d in days if d.source_system == source]
         x = [d.arrival_date for d in mine]
-        for name, colour, dash in PERCENTILES:
+        for name, colour, dash, symbol in PERCENTILES:
             y = [getattr(d, f"lag_hours_{name}") for d in mine]
             figure.add_scatter(
                 x=x,
@@ -400,7 +433,8 @@ def lateness_figure(days: Sequence[LatenessDay], grace_days: int) -> go.Figure:
                 name=f"lag {name}",
                 legendgroup=name,
                 showlegend=row == 1,
-                mode="lines",
+                **points(y),
+                marker_symbol=symbol,
                 line={"color": colour, "dash": dash, "width": 1.5},
                 hovertext=[
                     f"<b>{plain(source)}</b> {plain(d.arrival_date)}<br>lag {name}: "
@@ -433,11 +467,12 @@ def lateness_figure(days: Sequence[LatenessDay], grace_days: int) -> go.Figure:
         figure.update_yaxes(title_text="hours", rangemode="tozero", row=row, col=1)
     for i, source in enumerate(sources):
         mine = [d for d in days if d.source_system == source]
+        ratios = [d.late_ratio for d in mine]
         figure.add_scatter(
             x=[d.arrival_date for d in mine],
-            y=[d.late_ratio for d in mine],
+            y=ratios,
             name=f"late ratio: {plain(source)}",
-            mode="lines",
+            **points(ratios),
             line={"color": SOURCE_COLOURS[i % len(SOURCE_COLOURS)], "width": 1.5},
             hovertext=[
                 f"<b>{plain(source)}</b> {plain(d.arrival_date)}<br>"
@@ -498,6 +533,47 @@ def interval_label(change_: IntervalChange) -> str:
     return f"{change_.model} {change_.start}..{change_.end}"
 
 
+def keys_touched(change_: IntervalChange) -> int:
+    """Keys the restatement added, removed or changed in the interval."""
+    return change_.keys_added + change_.keys_removed + change_.keys_changed
+
+
+def changed_anything(summary: RestatementSummary) -> bool:
+    return any(keys_touched(c) for c in summary.intervals)
+
+
+def relative_change(change_: IntervalChange) -> Decimal | None:
+    """``(after − before) / before`` of the measure; None without a measure or when before
+    is 0 (no relative change from nothing)."""
+    before, after = decimal(change_.before), decimal(change_.after)
+    if before is None or after is None or not before:
+        return None
+    return (after - before) / before
+
+
+def signed_percent(value: Decimal) -> str:
+    """``+1.25%``, ``-0.27%``, ``0.00%``; a change too small for two decimals: ``-<0.01%``."""
+    if not value:
+        return "0.00%"
+    if abs(value) < Decimal("0.00005"):
+        return f"{'+' if value > 0 else '-'}<0.01%"
+    return f"{value:+.2%}"
+
+
+def interval_text(change_: IntervalChange) -> str:
+    """A bar's text: ``before → after (±x.xx%)``, in the measure's own units."""
+    if change_.measure is None:
+        return f"no measure column · rows {change_.rows_before:,} → {change_.rows_after:,}"
+    values = f"{amount(change_.before)} → {amount(change_.after)}"
+    relative = relative_change(change_)
+    if relative is not None:
+        return f"{values} ({signed_percent(relative)})"
+    before, after = decimal(change_.before), decimal(change_.after)
+    if before is None or after is None:
+        return values
+    return f"{values} ({'unchanged' if before == after else 'before was 0: no relative change'})"
+
+
 def interval_hover(change_: IntervalChange) -> str:
     lines = [f"<b>{plain(interval_label(change_))}</b>"]
     if change_.measure is None:
@@ -509,173 +585,231 @@ def interval_hover(change_: IntervalChange) -> str:
             f"change: {change(change_.before, change_.after)}",
         ]
     lines += [
-        f"rows: {change_.rows_before:,} → {change_.rows_after:,}",
+        f"rows before: {change_.rows_before:,}, after: {change_.rows_after:,}",
         f"keys added {change_.keys_added:,}, removed {change_.keys_removed:,},"
         f" changed {change_.keys_changed:,}",
     ]
     return "<br>".join(lines)
 
 
+def shown_intervals(summary: RestatementSummary) -> list[IntervalChange]:
+    """The intervals a chart draws (the first ``MAX_INTERVALS``), by model and start."""
+    return sorted(summary.intervals[:MAX_INTERVALS], key=lambda c: (c.model, c.start, c.end))
+
+
 def interval_bars(
-    summary: RestatementSummary, model: str, visible: bool, legend: bool
+    summary: RestatementSummary, colours: dict[str, str], visible: bool
 ) -> list[go.Bar]:
-    """Two bar traces of one model, before and after, one bar each per restated interval."""
-    shown = sorted(
-        (c for c in summary.intervals[:MAX_INTERVALS] if c.model == model),
-        key=lambda c: (c.start, c.end),
-    )
-    x = [plain(c.start if c.start == c.end else f"{c.start}..{c.end}") for c in shown]
-    hover = [interval_hover(c) for c in shown]
+    """One horizontal bar trace per model the restatement restated: per interval, the relative
+    change of the measure (0 where there is none); hatched when the restatement was rolled
+    back. (The numbers stand beside the bars: ``interval_notes``.)"""
+    shown = shown_intervals(summary)
     rolled_back = summary.status == "rolled_back"
-    common = {"x": x, "hovertext": hover, "hoverinfo": "text", "visible": visible}
-    return [
-        go.Bar(
-            y=[number(c.before) for c in shown],
-            name="before",
-            legendgroup="before",
-            showlegend=legend,
-            marker={"color": GREY},
+    out = []
+    for model in sorted({c.model for c in shown}):
+        mine = [c for c in shown if c.model == model]
+        measure = next((c.measure for c in mine if c.measure), None)
+        relative = [relative_change(c) for c in mine]
+        out.append(
+            go.Bar(
+                y=[plain(interval_label(c)) for c in mine],
+                x=[0.0 if r is None else float(r) for r in relative],
+                orientation="h",
+                name=plain(f"{model} ({measure or 'no measure'})"),
+                marker={
+                    "color": colours[model],
+                    "pattern": {"shape": "/" if rolled_back else "", "solidity": 0.4},
+                },
+                hovertext=[interval_hover(c) for c in mine],
+                hoverinfo="text",
+                visible=visible,
+            )
+        )
+    return out
+
+
+def interval_notes(summary: RestatementSummary) -> list[dict[str, object]]:
+    """Right of the panel, level with each bar: ``before → after (±x.xx%)`` (a column of
+    its own: a bar's text would run into the labels or off the chart), under a heading."""
+    common = {"xref": "paper", "x": 1, "xanchor": "left", "xshift": 10, "showarrow": False}
+    notes: list[dict[str, object]] = [
+        {
             **common,
-        ),
-        go.Bar(
-            y=[number(c.after) for c in shown],
-            name="after (rolled back)" if rolled_back else "after",
-            legendgroup="after",
-            showlegend=legend,
-            marker={"color": BLUE, "pattern": {"shape": "/" if rolled_back else ""}},
-            text=[percent(c.before, c.after) for c in shown],
-            textposition="outside",
-            textfont={"size": 10},
-            cliponaxis=False,
-            **common,
-        ),
+            "text": "<b>before → after (change)</b>",
+            "yref": "paper",
+            "y": 1,
+            "yanchor": "bottom",
+            "yshift": 2,
+            "font": {"size": 11, "color": "#4b5563"},
+        }
     ]
+    for c in shown_intervals(summary):
+        notes.append(
+            {
+                **common,
+                "text": plain(interval_text(c)),
+                "yref": "y",
+                "y": plain(interval_label(c)),
+                "font": {"size": 11},
+                "hovertext": interval_hover(c),
+            }
+        )
+    return notes
 
 
 def summary_note(summary: RestatementSummary) -> str:
+    """Two or three lines over the chart: which restatement, and what it changed."""
+    status = summary.status.replace("_", " ")
     note = (
-        f"<b>{plain(summary.restatement_id)}</b> · {plain(summary.status)} · "
+        f"<b>{plain(summary.restatement_id)}</b> · {plain(status)} · "
         f"{plain(summary.logged_at[:16])} · {plain(short(summary.reason, 70))}"
     )
-    if not summary.intervals:
-        note += "<br>no interval diff in this data home (diff.json)"
-    elif len(summary.intervals) > MAX_INTERVALS:
-        note += f"<br>first {MAX_INTERVALS} of {len(summary.intervals)} intervals"
+    intervals = summary.intervals
+    if not intervals:
+        return note + "<br>no interval diff in this data home (diff.json)"
+    added = sum(c.keys_added for c in intervals)
+    removed = sum(c.keys_removed for c in intervals)
+    changed = sum(c.keys_changed for c in intervals)
+    note += f"<br>{count(len(intervals), 'interval')}"
+    if len(intervals) > MAX_INTERVALS:
+        note += f" (the first {MAX_INTERVALS} shown)"
+    note += (
+        f" · keys added {added:,}, removed {removed:,}, changed {changed:,}"
+        if added + removed + changed
+        else " · changed nothing: no key added, removed or changed"
+    )
     if summary.status == "rolled_back":
-        note += "<br>rolled back: prod holds the “before” values again"
+        note += "<br>rolled back (hatched): prod holds the “before” values again"
     return note
 
 
-def annotation(text: str, row: int, **where: object) -> dict[str, object]:
-    """A note in the domain of subplot ``row`` (0: the whole figure)."""
-    axis = "" if row <= 1 else str(row)
-    return {
-        "text": text,
-        "xref": "paper" if row == 0 else f"x{axis} domain",
-        "yref": "paper" if row == 0 else f"y{axis} domain",
-        "showarrow": False,
-        **where,
-    }
+def menu_label(summary: RestatementSummary) -> str:
+    """A restatement in the chart's menu: its id, status, and whether it changed nothing."""
+    facts = [summary.status.replace("_", " ")]
+    if summary.intervals and not changed_anything(summary):
+        facts.append("changed nothing")
+    elif not summary.intervals:
+        facts.append("no diff")
+    return plain(f"{summary.restatement_id} ({', '.join(facts)})")
+
+
+def default_restatement(summaries: Sequence[RestatementSummary]) -> int:
+    """The restatement a chart shows first: the latest one whose intervals changed a key,
+    else the latest one."""
+    by_time = sorted(range(len(summaries)), key=lambda i: summaries[i].logged_at, reverse=True)
+    return next((i for i in by_time if changed_anything(summaries[i])), by_time[0])
 
 
 def intervals_figure(summaries: Sequence[RestatementSummary]) -> go.Figure:
-    """Before/after of the measure per restated interval, one row (own scale) per model; one
-    restatement at a time (a dropdown picks it when there are several; the first is shown)."""
+    """The relative change of the measure per restated interval, every model in one panel
+    (one horizontal bar per interval, coloured by model); one restatement at a time (a menu
+    picks it when there are several; the latest that changed anything is shown first)."""
     if not summaries:
         return nothing_yet("Nothing yet: no restatement has been logged.")
     models = sorted({c.model for s in summaries for c in s.intervals[:MAX_INTERVALS]})
     if not models:
         return nothing_yet(f"No interval diff of {summaries[0].restatement_id} in this data home.")
-    measures = {c.model: c.measure for s in summaries for c in s.intervals if c.measure}
-    row_px, gap_px, top_px = 190, 120, 120 if len(summaries) > 1 else 90
-    height = top_px + 60 + len(models) * row_px + (len(models) - 1) * gap_px
-    figure = make_subplots(
-        rows=len(models), cols=1, vertical_spacing=gap_px / (height - top_px - 60)
-    )
+    colours = {m: SOURCE_COLOURS[i % len(SOURCE_COLOURS)] for i, m in enumerate(models)}
+    first = default_restatement(summaries)
+    menu = len(summaries) > 1
+    top = 120 if menu else 82  # the menu, the note (up to three lines), the numbers' heading
+
+    def selection(summary: RestatementSummary) -> dict[str, object]:
+        """The layout of one restatement: its note, its intervals (top to bottom) with
+        their numbers, and a height that fits them and the legend (two models a line)."""
+        shown = shown_intervals(summary)
+        bottom = 60 + 20 * math.ceil(len({c.model for c in shown}) / 2)
+        labels = [plain(interval_label(c)) for c in shown]
+        relative = [relative_change(c) for c in shown]
+        widest = max((len(interval_text(c)) for c in shown), default=0)
+        # Every bar at 0 (nothing changed): ±1% around it rather than plotly's ±100%.
+        span = (
+            {"xaxis.autorange": True}
+            if any(relative)
+            else {"xaxis.autorange": False, "xaxis.range": [-0.01, 0.01]}
+        )
+        note = {
+            "text": summary_note(summary),
+            "xref": "paper",
+            "yref": "paper",
+            "x": 0,
+            "y": 1,
+            "xanchor": "left",
+            "yanchor": "bottom",
+            "yshift": 22,  # above the heading of the numbers beside the bars
+            "align": "left",
+            "showarrow": False,
+            "font": {"size": 12},
+        }
+        return {
+            "height": top + bottom + BAR_PX * max(len(labels), MIN_BARS),
+            "annotations": [note, *interval_notes(summary)] if labels else [note],
+            "margin.r": min(40 + 7 * widest, 420),
+            "margin.b": bottom,
+            **span,
+            "yaxis.categoryarray": labels,
+            "xaxis.visible": bool(labels),
+            "yaxis.visible": bool(labels),
+        }
+
+    figure = go.Figure()
+    owners: list[int] = []
     for i, summary in enumerate(summaries):
-        for row, model in enumerate(models, start=1):
-            bars = interval_bars(summary, model, visible=i == 0, legend=row == 1)
-            figure.add_traces(bars, rows=row, cols=1)
-
-    def notes(summary: RestatementSummary) -> list[dict[str, object]]:
-        touched = {c.model for c in summary.intervals[:MAX_INTERVALS]}
-        out = [
-            annotation(summary_note(summary), 0, x=0, y=1, xanchor="left", yanchor="bottom")
-            | {"yshift": 30, "align": "left", "font": {"size": 12}}
-        ]
-        for row, model in enumerate(models, start=1):
-            title = f"<b>{plain(model)}</b> · {plain(measures.get(model) or 'no measure')}"
-            out.append(annotation(title, row, x=0, y=1, xanchor="left", yanchor="bottom"))
-            if model not in touched:
-                out.append(
-                    annotation(
-                        "not restated by this restatement",
-                        row,
-                        x=0.5,
-                        y=0.5,
-                        font={"color": "#6b7280", "size": 13},
-                    )
-                )
-        return out
-
-    def axes(summary: RestatementSummary) -> dict[str, object]:
-        """Per row: axes hidden where the restatement did not touch the model; at least
-        ``MIN_BARS`` slots wide, so that one interval is not one wide slab."""
-        counts = Counter(c.model for c in summary.intervals[:MAX_INTERVALS])
-        out: dict[str, object] = {}
-        for row, model in enumerate(models, start=1):
-            axis = "" if row == 1 else str(row)
-            wide = (
-                {"autorange": True}
-                if counts[model] >= MIN_BARS
-                else {"range": [-0.5, MIN_BARS - 0.5]}
-            )
-            out |= {f"xaxis{axis}.{k}": v for k, v in wide.items()}
-            out[f"xaxis{axis}.visible"] = out[f"yaxis{axis}.visible"] = model in counts
-        return out
-
+        bars = interval_bars(summary, colours, visible=i == first)
+        figure.add_traces(bars)
+        owners += [i] * len(bars)
     layout: dict[str, object] = {
         "template": TEMPLATE,
-        "barmode": "group",
-        "bargap": 0.2,
-        "height": height,
-        "annotations": notes(summaries[0]),
-        "legend": {"x": 1, "xanchor": "right", "y": 1, "yanchor": "bottom", "yref": "paper"},
-        "margin": {"t": top_px, "b": 60},
+        "barmode": "overlay",
+        "bargap": 0.25,
+        "margin": {"t": top},
+        "showlegend": True,
+        "legend": {
+            "orientation": "h",
+            "xref": "container",
+            "x": 0.01,
+            "yref": "container",
+            "y": 0.01,
+            "yanchor": "bottom",
+        },
+        "xaxis": {
+            "title": {"text": "relative change of the measure: (after − before) / before"},
+            "tickformat": ".2~%",
+            "zeroline": True,
+            "zerolinecolor": "#6b7280",
+            "zerolinewidth": 1.5,
+        },
+        "yaxis": {
+            "type": "category",
+            "categoryorder": "array",
+            "autorange": "reversed",
+            "tickfont": {"size": 11},
+        },
     }
-    if len(summaries) > 1:
-        per_summary = 2 * len(models)
+    if menu:
         buttons = [
             {
-                "label": plain(f"{summary.restatement_id} ({summary.status})"),
+                "label": menu_label(summary),
                 "method": "update",
-                "args": [
-                    {
-                        "visible": [
-                            j // per_summary == i for j in range(per_summary * len(summaries))
-                        ]
-                    },
-                    {"annotations": notes(summary), **axes(summary)},
-                ],
+                "args": [{"visible": [owner == i for owner in owners]}, selection(summary)],
             }
             for i, summary in enumerate(summaries)
         ]
         layout["updatemenus"] = [
             {
                 "buttons": buttons,
+                "active": first,
                 "direction": "down",
                 "x": 0,
                 "xanchor": "left",
                 "y": 1,
                 "yanchor": "bottom",
-                "pad": {"b": 64},
+                "pad": {"b": 74},
                 "showactive": True,
             }
         ]
-    figure.update_xaxes(type="category", tickangle=-45, tickfont={"size": 10})
-    figure.update_yaxes(title_text="before / after", rangemode="tozero")
     figure.update_layout(**layout)
-    figure.plotly_relayout(axes(summaries[0]))
+    figure.update_layout(selection(summaries[first]))
     return figure
 
 
@@ -840,9 +974,11 @@ def report_page(report: Report) -> str:
         Chart(
             "restatements",
             f"Before and after, per restatement (latest {MAX_RESTATEMENTS})",
-            "For one restatement at a time (pick it in the menu; the latest is shown), the "
-            "measure of each restated interval before (grey) and after (blue), with the "
-            "relative change at the end of the bar. Hatched bars: the restatement was rolled "
+            "One restatement at a time (pick it in the menu; it opens on the latest one that "
+            "changed anything): one bar per restated interval of every model, the relative "
+            "change of its measure, (after − before) / before, coloured by model; beside it "
+            "the measure before → after in its own units. A bar at 0 changed nothing, or "
+            "started from 0 (its numbers say so). Hatched bars: the restatement was rolled "
             "back. Hover a bar for rows and keys added, removed and changed.",
             intervals_figure(latest),
             empty=not any(s.intervals for s in latest),
@@ -1000,9 +1136,10 @@ def restatement_page(report: RestatementReport) -> str:
     chart = Chart(
         "intervals",
         "Before and after, per restated interval",
-        "The measure of each restated interval before (grey) and after (blue), with the "
-        "relative change at the end of the bar (hatched: rolled back). Hover a bar for rows "
-        "and keys added, removed and changed; the table below has every number.",
+        "One bar per restated interval of every model: the relative change of its measure, "
+        "(after − before) / before, coloured by model, with the measure before → after "
+        "beside it (hatched: rolled back). Hover a bar for rows and keys added, removed and "
+        "changed; the table below has every number.",
         intervals_figure([s]),
         empty=not s.intervals,
         below="<h3>Interval diff</h3>" + diff_table(s.intervals),
@@ -1029,8 +1166,9 @@ def restatement_page(report: RestatementReport) -> str:
         ),
         section(
             "Circuit breaker",
-            "Closed days whose measure or row count moved by more than the threshold; "
-            "none means the breaker did not trip.",
+            "Closed days whose measure or row count moved by more than the threshold ("
+            + (report.breaker_rule or "threshold unknown: no diff in this data home")
+            + "); none means the breaker did not trip.",
             breaker_table(report.breaker),
         ),
         section(

@@ -17,7 +17,7 @@ from tardy.engine import log, sqlmesh_api, trail
 from tardy.engine.diff import measure_of
 from tardy.engine.log import PERIODS_VIEW, Action
 from tardy.engine.restate import report_dir
-from tardy.engine.trail import PROMOTED, ROLLED_BACK, TRAIL_TABLE
+from tardy.engine.trail import standing_rows
 from tardy.errors import InputError
 from tardy.home import activate
 from tardy.sql import literal
@@ -26,7 +26,9 @@ from tardy.status import (
     DAILY_STATUS_VIEW,
     DAILY_TABLE,
     LATENESS_SQL,
+    REMOVED_ROWS_SQL,
     ensure_status_view,
+    measure_type,
 )
 
 if t.TYPE_CHECKING:
@@ -158,6 +160,9 @@ class RestatementReport:
     changes: list[TrailRow]  # the change trail's rows of this restatement (first 200)
     changes_total: int
     how_to: list[str]  # the commands that promote, discard or roll it back
+    # What the circuit breaker watched ("gold.daily_store_revenue: a closed day moving by
+    # more than 25%"); None when this home holds no diff of the restatement.
+    breaker_rule: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -184,22 +189,29 @@ def _daily(spark: SparkSession) -> list[DailyRevision]:
     """Per day, summed over stores: first published and today's value (the status view), and
     the restatements (promoted, not rolled back) that changed it (the change trail)."""
     measure = DAILY_MEASURE
+    removed = REMOVED_ROWS_SQL.format(measure_type=measure_type(spark))
+    # A day restatements emptied has no row in the view: only its removed rows, final 0 (a
+    # restatement removes rows of closed, i.e. final, days only).
     days = spark.sql(
         f"""
-        SELECT event_date, MAX(period_status) AS period_status, MAX(revision) AS revision,
-               CAST(SUM(first_published_{measure}) AS STRING) AS first,
-               CAST(SUM({measure}) AS STRING) AS final
-        FROM {DAILY_STATUS_VIEW} GROUP BY event_date ORDER BY event_date
+        SELECT event_date, COALESCE(MAX(period_status), 'final') AS period_status,
+               MAX(revision) AS revision, CAST(SUM(first) AS STRING) AS first,
+               CAST(SUM(final) AS STRING) AS final
+        FROM (
+          SELECT event_date, period_status, revision, first_published_{measure} AS first,
+                 {measure} AS final
+          FROM {DAILY_STATUS_VIEW}
+          UNION ALL
+          SELECT event_date, NULL, revision, first_published, 0 FROM ({removed})
+        )
+        GROUP BY event_date ORDER BY event_date
         """
     ).collect()
     by_day: dict[str, list[Restated]] = {}
     for row in spark.sql(
         f"""
-        SELECT DISTINCT event_date, restatement_id, reason, promoted_at FROM {TRAIL_TABLE}
-        WHERE model = {literal(DAILY_TABLE)} AND action = {literal(PROMOTED)}
-          AND restatement_id NOT IN (
-            SELECT restatement_id FROM {TRAIL_TABLE} WHERE action = {literal(ROLLED_BACK)}
-          )
+        SELECT DISTINCT event_date, restatement_id, reason, promoted_at
+        FROM ({standing_rows(DAILY_TABLE)})
         ORDER BY promoted_at
         """
     ).collect():
@@ -267,6 +279,17 @@ def quarantine_models(context: Context) -> dict[str, str]:
         if "reason" in (model.columns_to_types or {}):
             out[model.name] = model.time_column.column.name
     return out
+
+
+def _breaker_rule(restatement_id: str) -> str | None:
+    path = report_dir(restatement_id) / "diff.json"
+    if not path.exists():
+        return None
+    diff = json.loads(path.read_text())
+    return (
+        f"{diff.get('breaker_model')}: a closed day whose rows or measure move by more than "
+        f"{float(diff['threshold']):.0%}"
+    )
 
 
 def _intervals(restatement_id: str) -> tuple[list[IntervalChange], list[dict[str, object]]]:
@@ -397,6 +420,7 @@ def gather_restatement(spark: SparkSession, restatement_id: str) -> RestatementR
         ],
         changes_total=len(changes),
         how_to=how_to(restatement_id, summary.status),
+        breaker_rule=_breaker_rule(restatement_id),
     )
 
 

@@ -52,7 +52,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 
 from tardy.engine.log import PERIODS_VIEW, ensure_log
-from tardy.engine.trail import PROMOTED, ROLLED_BACK, TRAIL_TABLE, ensure_trail
+from tardy.engine.trail import ensure_trail, standing_rows
 from tardy.ingest import BRONZE_TABLE
 
 if t.TYPE_CHECKING:
@@ -85,11 +85,7 @@ WITH watermark AS (
   SELECT row_key,
          COUNT(DISTINCT restatement_id) AS revision,
          MIN_BY(COALESCE(before['{DAILY_MEASURE}'], '0'), promoted_at) AS first_published
-  FROM {TRAIL_TABLE}
-  WHERE model = '{DAILY_TABLE}' AND action = '{PROMOTED}'
-    AND restatement_id NOT IN (
-      SELECT restatement_id FROM {TRAIL_TABLE} WHERE action = '{ROLLED_BACK}'
-    )
+  FROM ({standing_rows(DAILY_TABLE)})
   GROUP BY row_key
 ), rows AS (
   SELECT
@@ -200,9 +196,10 @@ def restated_days(spark: SparkSession) -> list[RestatedDay]:
 @dataclass
 class Revisions:
     """How much restatements moved the days of daily gold since first published (the rows of
-    the status view with ``revision > 0``); decimals as text."""
+    the status view with ``revision > 0``, and the rows restatements removed); decimals as
+    text."""
 
-    rows: int = 0  # (day, store) rows restated at least once
+    rows: int = 0  # (day, store) rows restated at least once (removed ones included)
     days: int = 0
     max_revision: int = 0
     first_published: str = "0"  # the measure over those rows, as first published
@@ -213,11 +210,26 @@ class Revisions:
     largest_day_change: str | None = None
 
 
+# The rows of daily gold that promoted (not rolled back) restatements removed, and no later
+# one added back: the status view (daily gold's rows) lacks them, yet they moved their day.
+# Per row: its day, revision and first published value (``{{measure_type}}``: the measure's).
+REMOVED_ROWS_SQL = f"""
+SELECT event_date, COUNT(DISTINCT restatement_id) AS revision,
+       CAST(MIN_BY(COALESCE(before['{DAILY_MEASURE}'], '0'), promoted_at) AS {{measure_type}})
+         AS first_published
+FROM ({standing_rows(DAILY_TABLE)})
+GROUP BY row_key, event_date
+HAVING MAX_BY(change, promoted_at) = 'removed'
+"""
+
 REVISIONS_SQL = f"""
 WITH moved AS (
   SELECT event_date, revision, first_published_{DAILY_MEASURE} AS first,
          {DAILY_MEASURE} AS now, {DAILY_MEASURE}_change_since_first_published AS change
   FROM {DAILY_STATUS_VIEW} WHERE revision > 0
+  UNION ALL
+  SELECT event_date, revision, first_published AS first, 0 AS now, -first_published AS change
+  FROM ({REMOVED_ROWS_SQL})
 ), by_day AS (
   SELECT event_date, SUM(change) AS change FROM moved GROUP BY event_date
 )
@@ -230,9 +242,15 @@ FROM moved
 """
 
 
+def measure_type(spark: SparkSession) -> str:
+    """The SQL type of daily gold's measure (``decimal(18,2)``)."""
+    return spark.table(DAILY_TABLE).schema[DAILY_MEASURE].dataType.simpleString()
+
+
 def revisions(spark: SparkSession) -> Revisions:
-    """The summary of the status view's revised rows (one statement)."""
-    row = spark.sql(REVISIONS_SQL).first()
+    """The summary of the restated rows of daily gold, removed ones included (one
+    statement)."""
+    row = spark.sql(REVISIONS_SQL.format(measure_type=measure_type(spark))).first()
     if not row.rows:
         return Revisions()
     return Revisions(
@@ -313,12 +331,11 @@ def ensure_status_view(context: Context, spark: SparkSession) -> str:
     ensure_log(spark)  # the restatement log and its tardy.restated_periods view
     ensure_trail(spark)
     snapshot = sqlmesh_api.prod_snapshots(context)[DAILY_TABLE]
-    measure_type = spark.table(DAILY_TABLE).schema[DAILY_MEASURE].dataType.simpleString()
     spark.sql(
         DAILY_STATUS_VIEW_SQL.format(
             grace_days=int(context.config.variables["grace_days"]),
             row_key=key_sql(sqlmesh_api.grain(snapshot), "d", "d"),
-            measure_type=measure_type,
+            measure_type=measure_type(spark),
         )
     )
     return DAILY_STATUS_VIEW

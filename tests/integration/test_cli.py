@@ -102,6 +102,7 @@ def assert_report_pages_render(home: Path, report: Path, story: dict, tmp_path: 
     assert "intervals" in review.charts and review.points["intervals"] > 0
     assert review.errors == [] and review.requests == [] and review.not_drawn == []
     assert restated in review.text and f"tardy rollback {restated}" in review.text
+    assert "a closed day whose rows or measure move by more than 25%" in review.text
 
 
 def test_stock_sqlmesh_plan_dev_works_on_the_demo_home(demo_home: Path) -> None:

@@ -611,6 +611,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     ]
     assert_trail_matches(spark, staged, prod_rows, staged_rows)
     assert_history_of_a_moved_transaction(context, spark, moved, staged.restatement_id)
+    assert_report_shows_the_emptied_day(context, spark, staged, prod_rows, d(1))
     # The row inside the grace window is not in prod yet: the watermark waits for it.
     assert not done.advanced_watermark
     again = restate(context, spark, "no new arrivals")
@@ -761,6 +762,28 @@ def assert_history_of_a_moved_transaction(context, spark, moved, restatement_id:
     assert restatement_id in out and "correction" in out and tid in out
     code, _, _ = cli_in_process("history", "NO-SUCH-TRANSACTION")
     assert code == 1
+
+
+def assert_report_shows_the_emptied_day(context, spark, staged, prod_rows, day: str) -> None:
+    """The report's first published against final revenue of the day the restatement voided
+    whole: what prod held before (read before promotion) against 0, revision 1, with the
+    restatement's id and reason; the status summary counts those removed rows too."""
+    from tardy.reporting import gather
+    from tardy.status import revisions
+
+    report = gather(context, spark)
+    shown = {d.event_date: d for d in report.daily}[day]
+    before = [r for (_, on), r in prod_rows["gold.daily_store_revenue"].items() if on == day]
+    first = sum(r["revenue"] for r in before)
+    assert first > 0
+    assert (Decimal(shown.first_published), Decimal(shown.final), shown.revision) == (first, 0, 1)
+    assert [(r.restatement_id, r.reason) for r in shown.restatements] == [
+        (staged.restatement_id, "late January data")
+    ]
+    assert {(p.model, p.period) for p in report.periods} >= {("gold.daily_store_revenue", day)}
+    moved = revisions(spark)
+    assert moved.days == len([d for d in report.daily if d.revision]) and moved.rows >= len(before)
+    assert Decimal(moved.now) - Decimal(moved.first_published) == Decimal(moved.net_change)
 
 
 def view_hash(spark, name: str) -> tuple[int, int]:

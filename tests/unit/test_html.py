@@ -1,10 +1,12 @@
 """The report pages open offline in a real browser, draw every chart with its data, run no
 script error and show the data's text as text.
 
-The reports are built by hand (no Spark): a year of days, three sources, two restatements
-(one rolled back) and a reason carrying HTML that would run if it were not escaped; and a
-report with nothing in it. Each page is written to a file and opened in headless Chromium
-(``tests/browser.py``); a broken page checks that the checker sees what it is meant to.
+The reports are built by hand (no Spark): a year of days, three daily sources and one that
+delivered once, three restatements (one rolled back, the latest one changed nothing) and a
+reason carrying HTML that would run if it were not escaped; and a report with nothing in it.
+Each page is written to a file and opened in headless Chromium (``tests/browser.py``); a
+broken page checks that the checker sees what it is meant to. The charts' figures are also
+read directly (which trace shows what, what the menu starts on).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ CHARTS = ["daily", "periods", "lateness", "quarantine", "restatements"]
 DAYS = 365
 START = date(2025, 1, 1)
 SOURCES = ["pos_eu", "pos_us", "web_shop"]
+WEEKLY = "partner"  # delivered once: one arrival day
 REASONS = ["unparseable amount", "unknown store", "event after arrival"]
 # Escaped, this is text on the page; not escaped, it would log a console error (the checker
 # collects those) and request a file "x" (the checker blocks and records that).
@@ -45,6 +48,7 @@ HOSTILE = (
 )
 LATE_ID = "20251201T101500Z-late01"
 ROLLED_ID = "20251215T080000Z-roll02"
+NOOP_ID = "20251220T090000Z-noop03"  # the latest: re-ran one week, changed nothing
 PERIOD_ROWS = 300  # more than the table shows (200)
 CHANGE_ROWS = 250
 
@@ -90,8 +94,37 @@ def intervals() -> list[IntervalChange]:
             keys_added=0,
             keys_removed=0,
             keys_changed=3,
-        )
+        ),
+        IntervalChange(  # nothing before: no relative change
+            model="gold.weekly_store_revenue",
+            start=day(357),
+            end=day(357),
+            measure="revenue",
+            before="0.00",
+            after="250.00",
+            rows_before=0,
+            rows_after=3,
+            keys_added=3,
+            keys_removed=0,
+            keys_changed=0,
+        ),
     ]
+
+
+def unchanged_week() -> IntervalChange:
+    return IntervalChange(
+        model="gold.weekly_store_revenue",
+        start=day(350),
+        end=day(350),
+        measure="revenue",
+        before="5000.00",
+        after="5000.00",
+        rows_before=5,
+        rows_after=5,
+        keys_added=0,
+        keys_removed=0,
+        keys_changed=0,
+    )
 
 
 def full_report() -> Report:
@@ -139,6 +172,8 @@ def full_report() -> Report:
         )
         for s, source in enumerate(SOURCES)
         for i in range(DAYS)
+    ] + [
+        LatenessDay(WEEKLY, day(200), 4232, 4232, 1.0, 163.5, 236.2, 239.7),
     ]
     quarantine = [
         QuarantineDay(day=day(i), reason=reason, rows=1 + (i * (r + 2)) % 9)
@@ -170,6 +205,14 @@ def full_report() -> Report:
                 "2025-12-15T08:00:00",
                 "ana@laptop",
                 intervals()[:6],
+            ),
+            RestatementSummary(
+                NOOP_ID,
+                "recheck week 50",
+                "promoted",
+                "2025-12-20T09:00:00",
+                "ana@laptop",
+                [unchanged_week()],
             ),
         ],
     )
@@ -228,6 +271,8 @@ def restatement_report() -> RestatementReport:
             },
             {"day": day(334), "measure": "rows", "before": "0", "after": "12", "change": None},
         ],
+        breaker_rule="gold.daily_store_revenue: a closed day whose rows or measure move by more "
+        "than 25%",
         changes=[
             TrailRow(
                 model="silver.sales_transactions",
@@ -293,12 +338,12 @@ def test_full_report_draws_every_chart_with_its_data(pages: dict[str, tuple[str,
     assert check.points["daily"] == 3 * DAYS + restated
     # periods: two bar traces (all time, last 7 days), one bar per model
     assert check.points["periods"] == 2 * 3
-    # lateness: p50/p95/p99 per source, then the late ratio per source
-    assert check.points["lateness"] == 4 * len(SOURCES) * DAYS
+    # lateness: p50/p95/p99 per source, then the late ratio per source (the weekly one: once)
+    assert check.points["lateness"] == 4 * len(SOURCES) * DAYS + 4
     # quarantine: one bar per day and reason
     assert check.points["quarantine"] == len(full_report().quarantine)
-    # restatements: before and after bars of both restatements (the menu shows one)
-    assert check.points["restatements"] == 2 * (len(intervals()) + 6)
+    # restatements: one bar per interval of each restatement (the menu shows one)
+    assert check.points["restatements"] == len(intervals()) + 6 + 1
     assert all(check.sizes[name] >= 240 for name in CHARTS), check.sizes
 
 
@@ -330,22 +375,185 @@ def test_empty_report_says_nothing_yet(pages: dict[str, tuple[str, PageCheck]]):
 def test_restatement_page(pages: dict[str, tuple[str, PageCheck]]):
     text, check = pages["restatement"]
     assert check.charts == ["intervals"]
-    assert check.points["intervals"] == 2 * len(intervals())
+    assert check.points["intervals"] == len(intervals())
     assert check.title == f"Restatement {LATE_ID}"
     for shown in (
         "unique_transaction_id",  # audits
         "not_null_revenue",
         "+50.0%",  # breaker
+        "a closed day whose rows or measure move by more than 25%",
         "sqlmesh restate silver.sales_transactions",  # stock commands
         f'tardy rollback {LATE_ID} --reason "..."',  # how to
         f"the first 200 of {CHANGE_ROWS:,}",  # change trail
         f"… and {CHANGE_ROWS - 200} more",
         "net_amount: 1.00 → 2.00",  # the column that differs
         "gold.monthly_store_revenue",
+        "1,330.50 → 1,293.25 (-2.80%)",  # beside its bar: before → after (relative change)
+        "31,000.00 → 31,123.45 (+0.40%)",
+        "0.00 → 250.00 (before was 0: no relative change)",
     ):
         assert shown in check.text, shown
     failing = [row for row in text.split("<tr") if row.startswith(' class="fail"')]
     assert len(failing) == 1 and "unique_transaction_id" in failing[0]
+
+
+def test_full_report_opens_the_restatements_chart_on_the_latest_change(
+    pages: dict[str, tuple[str, PageCheck]],
+):
+    """The latest restatement (NOOP_ID) changed nothing: the chart opens on the one before it,
+    rolled back, and says so in the menu's header and the note above the bars."""
+    _, check = pages["full"]
+    assert f"{ROLLED_ID} (rolled back)" in check.text  # the menu's header
+    assert "rolled back (hatched)" in check.text  # the note
+    assert "changed nothing: no key added, removed or changed" not in check.text  # NOOP's note
+    assert "not restated by this restatement" not in check.text
+
+
+def latest_first(summaries: list[RestatementSummary]) -> list[RestatementSummary]:
+    """The report page's order of the restatements chart."""
+    return sorted(summaries, key=lambda s: s.logged_at, reverse=True)
+
+
+def shown_bars(figure: go.Figure, visible: list[bool] | None = None) -> list[str]:
+    """The interval labels of the bars shown (as the figure opens, or after a menu's
+    ``visible``)."""
+    flags = visible if visible is not None else [trace.visible for trace in figure.data]
+    return [y for trace, flag in zip(figure.data, flags, strict=True) if flag for y in trace.y]
+
+
+def labels_of(summary: RestatementSummary) -> list[str]:
+    ordered = sorted(summary.intervals, key=lambda c: (c.model, c.start, c.end))
+    return [f"{c.model} {c.start}..{c.end}" for c in ordered]
+
+
+def test_restatements_chart_defaults_to_the_latest_restatement_with_changes():
+    summaries = latest_first(full_report().restatements)
+    assert [s.restatement_id for s in summaries] == [NOOP_ID, ROLLED_ID, LATE_ID]
+    figure = html.intervals_figure(summaries)
+    menu = figure.layout.updatemenus[0]
+    assert [b.label for b in menu.buttons] == [
+        f"{NOOP_ID} (promoted, changed nothing)",
+        f"{ROLLED_ID} (rolled back)",
+        f"{LATE_ID} (promoted)",
+    ]
+    assert menu.active == 1
+    assert shown_bars(figure) == labels_of(summaries[1])
+    assert figure.layout.yaxis.categoryarray == tuple(labels_of(summaries[1]))
+    # Each entry of the menu shows its restatement's bars, and only those.
+    for button, summary in zip(menu.buttons, summaries, strict=True):
+        assert shown_bars(figure, button.args[0]["visible"]) == labels_of(summary)
+        assert button.args[1]["yaxis.categoryarray"] == labels_of(summary)
+    # None changed anything: the latest (by time, not by place in the list).
+    unchanged = [
+        RestatementSummary(f"r{i}", "recheck", "promoted", f"2025-12-0{i}T00:00", "ci", [week])
+        for i, week in ((1, unchanged_week()), (3, unchanged_week()), (2, unchanged_week()))
+    ]
+    assert html.intervals_figure(unchanged).layout.updatemenus[0].active == 1
+    # Only a restatement without a diff logged after it: it does not become the default.
+    blank = RestatementSummary("r9", "no diff here", "promoted", "2025-12-31T00:00", "ci", [])
+    figure = html.intervals_figure([blank, *summaries])
+    menu = figure.layout.updatemenus[0]
+    assert menu.buttons[0].label == "r9 (promoted, no diff)"
+    assert menu.active == 2
+    assert menu.buttons[0].args[1]["xaxis.visible"] is False  # no axes with nothing on them
+
+
+def test_one_model_restatement_draws_one_panel_and_no_empty_one():
+    """NOOP_ID restated one week of one model: one bar, in the only panel, beside the others'
+    models in the menu without an empty panel for each of them."""
+    summaries = latest_first(full_report().restatements)
+    for figure in (html.intervals_figure(summaries), html.intervals_figure(summaries[:1])):
+        layout = figure.layout.to_plotly_json()
+        assert not [k for k in layout if k.startswith(("xaxis", "yaxis")) and k[5:]]
+        assert "not restated" not in figure.to_json()
+    figure = html.intervals_figure(summaries)
+    noop = figure.layout.updatemenus[0].buttons[0].args
+    assert shown_bars(figure, noop[0]["visible"]) == labels_of(summaries[0])
+    assert noop[1]["yaxis.categoryarray"] == labels_of(summaries[0])
+    late = figure.layout.updatemenus[0].buttons[2].args
+    assert noop[1]["height"] < late[1]["height"]  # the height fits the bars
+    alone = html.intervals_figure(summaries[:1])
+    assert alone.layout.updatemenus == ()  # one restatement: no menu
+    assert shown_bars(alone) == labels_of(summaries[0])
+    assert [a.text for a in alone.layout.annotations if a.yref == "y"] == [
+        "5,000.00 → 5,000.00 (0.00%)"
+    ]
+    assert alone.layout.xaxis.range == (-0.01, 0.01)  # not plotly's ±100% around nothing
+
+
+def test_restatement_bars_show_the_relative_change_per_model():
+    late = full_report().restatements[0]
+    figure = html.intervals_figure([late])
+    models = sorted({c.model for c in late.intervals})
+    assert [trace.name for trace in figure.data] == [
+        "gold.daily_store_revenue (revenue)",
+        "gold.monthly_store_revenue (revenue)",
+        "gold.weekly_store_revenue (revenue)",
+        "silver.sales_transactions (net_amount)",
+    ]
+    assert len({trace.marker.color for trace in figure.data}) == len(models)
+    assert all(trace.orientation == "h" for trace in figure.data)
+    bars = {
+        y: (x, hover)
+        for trace in figure.data
+        for y, x, hover in zip(trace.y, trace.x, trace.hovertext, strict=True)
+    }
+    notes = {a.y: a.text for a in figure.layout.annotations if a.yref == "y"}
+    assert set(bars) == set(notes) == set(labels_of(late))
+    daily = f"gold.daily_store_revenue {day(330)}..{day(330)}"
+    assert bars[daily][0] == pytest.approx((1293.25 - 1330.50) / 1330.50)
+    assert notes[daily] == "1,330.50 → 1,293.25 (-2.80%)"
+    assert (
+        "keys added 2, removed 0, changed 3"
+        in bars[f"silver.sales_transactions {day(338)}..{day(338)}"][1]
+    )
+    assert "rows before: 40, after: 40" in bars[daily][1]
+    monthly = f"gold.monthly_store_revenue {day(334)}..{day(364)}"
+    assert bars[monthly][0] == pytest.approx(123.45 / 31000)
+    assert notes[monthly] == "31,000.00 → 31,123.45 (+0.40%)"
+    from_zero = f"gold.weekly_store_revenue {day(357)}..{day(357)}"
+    assert bars[from_zero][0] == 0
+    assert notes[from_zero] == "0.00 → 250.00 (before was 0: no relative change)"
+    # Too small a change for two decimals still shows its sign.
+    tiny = IntervalChange("m", day(1), day(1), "revenue", "46964.30", "46964.29", 9, 9, 0, 0, 1)
+    assert html.interval_text(tiny) == "46,964.30 → 46,964.29 (-<0.01%)"
+
+
+def test_rolled_back_restatement_is_hatched():
+    summaries = latest_first(full_report().restatements)
+    figure = html.intervals_figure(summaries)
+    owners = [b.args[0]["visible"] for b in figure.layout.updatemenus[0].buttons]
+    for i, trace in enumerate(figure.data):
+        owner = next(j for j, flags in enumerate(owners) if flags[i])
+        hatched = summaries[owner].status == "rolled_back"
+        assert trace.marker.pattern.shape == ("/" if hatched else ""), (owner, trace.name)
+
+
+def test_one_day_source_is_drawn_as_points():
+    """A source that delivered once has one point per trace: a dot, where a line alone would
+    draw nothing (the daily sources keep their plain lines)."""
+    figure = html.lateness_figure(full_report().lateness, 3)
+    weekly = [trace for trace in figure.data if len(trace.x) == 1]
+    assert len(weekly) == 4  # p50, p95, p99 and the late ratio
+    for trace in weekly:
+        assert "markers" in trace.mode
+        assert trace.x == (day(200),)
+        assert list(trace.marker.size) == [8]
+    daily = [trace for trace in figure.data if len(trace.x) == DAYS]
+    assert len(daily) == 4 * len(SOURCES)
+    assert all(trace.mode == "lines" for trace in daily)
+    assert f"{WEEKLY}: lag in hours (1 arrival day)" in [a.text for a in figure.layout.annotations]
+
+
+def test_points_marks_days_without_a_neighbour():
+    few = html.points([1.0, None, 3.0, 4.0])
+    assert few == {"mode": "lines+markers", "marker_size": [8, 5, 5, 5]}  # a dot per day
+    many = [float(i) for i in range(100)]
+    assert html.points(many) == {"mode": "lines"}
+    many[49] = many[51] = None
+    gap = html.points(many)
+    assert gap["mode"] == "lines+markers"
+    assert [i for i, size in enumerate(gap["marker_size"]) if size] == [50]
 
 
 def test_checker_sees_a_broken_page(tmp_path: Path):

@@ -45,6 +45,17 @@ class TrailAction(StrEnum):
 
 PROMOTED, ROLLED_BACK = TrailAction.PROMOTED, TrailAction.ROLLED_BACK
 
+
+def standing_rows(model: str) -> str:
+    """The trail's rows of ``model`` that prod still reflects: promoted by a restatement that
+    was not rolled back (a ``SELECT *``)."""
+    return (
+        f"SELECT * FROM {TRAIL_TABLE} WHERE model = {literal(model)} "
+        f"AND action = {literal(PROMOTED)} AND restatement_id NOT IN "
+        f"(SELECT restatement_id FROM {TRAIL_TABLE} WHERE action = {literal(ROLLED_BACK)})"
+    )
+
+
 TRAIL_DDL = f"""
 CREATE TABLE IF NOT EXISTS {TRAIL_TABLE} (
   model STRING NOT NULL,
