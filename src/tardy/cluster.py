@@ -7,8 +7,9 @@ running the project can be tried and tested without a real cluster.
 - ``postgres``: PostgreSQL (Debian's binaries) with databases ``sqlmesh_state`` (SQLMesh's
   state) and ``metastore`` (the Hive metastore's); ready when ``pg_ctl -w`` returns;
 - ``master``: ``spark-class org.apache.spark.deploy.master.Master``; ready when elected leader;
-- ``worker-1``, ``worker-2``: ``spark-class ...worker.Worker``, 1 core and a little memory
-  each; ready when registered with the master;
+- ``worker-1``, ``worker-2``: ``spark-class ...worker.Worker``, 2 cores and 2 GiB each (room
+  for one executor of the Connect server and one of a ``cluster`` gateway driver); ready when
+  registered with the master;
 - ``connect``: ``SparkConnectServer`` submitted to the master, with Delta's extension and
   catalog and a Hive metastore in the PostgreSQL; ready when its port accepts.
 
@@ -91,6 +92,7 @@ class Settings:
     worker_port: int
     worker_ui_port: int
     connect_port: int
+    worker_cores: int
     worker_memory: str
     executor_memory: str
     driver_memory: str
@@ -105,7 +107,10 @@ class Settings:
             worker_port=_env_int("TARDY_SPARK_WORKER_PORT", 7078),
             worker_ui_port=_env_int("TARDY_SPARK_WORKER_UI_PORT", 8081),
             connect_port=_env_int("TARDY_SPARK_CONNECT_PORT", 15002),
-            worker_memory=os.environ.get("TARDY_SPARK_WORKER_MEMORY", "1g"),
+            # Two applications at once (the Connect server's, a `cluster` gateway driver's):
+            # each takes one core and one executor's memory on every worker.
+            worker_cores=_env_int("TARDY_SPARK_WORKER_CORES", 2),
+            worker_memory=os.environ.get("TARDY_SPARK_WORKER_MEMORY", "2g"),
             executor_memory=os.environ.get("TARDY_SPARK_EXECUTOR_MEMORY", "768m"),
             driver_memory=os.environ.get("TARDY_SPARK_CONNECT_MEMORY", "1g"),
         )
@@ -145,6 +150,10 @@ class Settings:
     @property
     def master_url(self) -> str:
         return f"spark://{HOST}:{self.master_port}"
+
+    @property
+    def metastore_url(self) -> str:
+        return f"jdbc:postgresql://{HOST}:{self.postgres_port}/{METASTORE_DATABASE}"
 
     @property
     def remote_url(self) -> str:
@@ -414,7 +423,7 @@ def start_worker(settings: Settings, component: Component, index: int) -> None:
         "--webui-port",
         str(settings.worker_ui_port + index - 1),
         "--cores",
-        "1",
+        str(settings.worker_cores),
         "--memory",
         settings.worker_memory,
         "--work-dir",
@@ -429,7 +438,6 @@ def start_worker(settings: Settings, component: Component, index: int) -> None:
 def connect_conf(settings: Settings, password: str, driver_jar: Path) -> dict[str, str]:
     """The Connect server's configuration: the master, Delta, the local gateway's session
     settings, and a Hive metastore whose database is the cluster's PostgreSQL."""
-    jdbc = f"jdbc:postgresql://{HOST}:{settings.postgres_port}/{METASTORE_DATABASE}"
     return {
         "spark.app.name": "tardy-connect",
         "spark.connect.grpc.binding.address": HOST,
@@ -447,7 +455,7 @@ def connect_conf(settings: Settings, password: str, driver_jar: Path) -> dict[st
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": str(settings.warehouse),
         "spark.sql.catalogImplementation": "hive",
-        "spark.hadoop.javax.jdo.option.ConnectionURL": jdbc,
+        "spark.hadoop.javax.jdo.option.ConnectionURL": settings.metastore_url,
         "spark.hadoop.javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
         "spark.hadoop.javax.jdo.option.ConnectionUserName": POSTGRES_USER,
         "spark.hadoop.javax.jdo.option.ConnectionPassword": password,
@@ -676,8 +684,16 @@ def create_databases(settings: Settings, password: str) -> None:
     verb = "ALTER" if role == "1" else "CREATE"
     _psql(settings, f"{verb} ROLE {POSTGRES_USER} LOGIN PASSWORD '{password}'")
     for database in (STATE_DATABASE, METASTORE_DATABASE):
-        if _psql(settings, f"SELECT 1 FROM pg_database WHERE datname = '{database}'") != "1":
-            _psql(settings, f"CREATE DATABASE {database} OWNER {POSTGRES_USER}")
+        create_database(settings, database)
+
+
+def create_database(settings: Settings, name: str) -> None:
+    """An empty database owned by the ``tardy`` role, unless it exists (e.g. a second
+    lakehouse's state and metastore on the same server)."""
+    if not name.replace("_", "").isalnum():
+        raise ClusterError(f"database name {name!r}: letters, digits and _ only")
+    if _psql(settings, f"SELECT 1 FROM pg_database WHERE datname = '{name}'") != "1":
+        _psql(settings, f"CREATE DATABASE {name} OWNER {POSTGRES_USER}")
 
 
 def stop_postgres(settings: Settings, component: Component) -> None:
@@ -690,8 +706,14 @@ def stop_postgres(settings: Settings, component: Component) -> None:
 # --- the cluster ------------------------------------------------------------------------
 
 
-def up(settings: Settings, progress: Callable[[str], None] = lambda _: None) -> None:
-    """Start whatever is not running, in dependency order, each waited for until ready."""
+def up(
+    settings: Settings,
+    progress: Callable[[str], None] = lambda _: None,
+    *,
+    postgres_only: bool = False,
+) -> None:
+    """Start whatever is not running, in dependency order, each waited for until ready
+    (``postgres_only``: only PostgreSQL and its databases)."""
     for path in (settings.root, settings.logs, settings.run, settings.warehouse):
         path.mkdir(parents=True, exist_ok=True)
     parts = {c.name: c for c in components(settings)}
@@ -702,6 +724,8 @@ def up(settings: Settings, progress: Callable[[str], None] = lambda _: None) -> 
     init_postgres(settings)
     start_postgres(settings, parts["postgres"])
     create_databases(settings, password)
+    if postgres_only:
+        return
 
     progress(f"JDBC driver {POSTGRES_JDBC}")
     fetch_postgres_jdbc(settings)
@@ -742,12 +766,19 @@ def leftovers(settings: Settings) -> list[str]:
     return found
 
 
-def exports(settings: Settings) -> dict[str, str]:
-    """What a shell needs to use the cluster (the gateways of issue 13, point 2)."""
-    return {
+def exports(settings: Settings, *, postgres_only: bool = False) -> dict[str, str]:
+    """What a shell needs to use the cluster: the variables gateways `connect` and `cluster`
+    of config.yaml read (README, "Running on a cluster")."""
+    spark = {
         "TARDY_SPARK_REMOTE": settings.remote_url,
         "TARDY_SPARK_MASTER": settings.master_url,
+        "TARDY_SPARK_DRIVER_HOST": HOST,
         "TARDY_WAREHOUSE": str(settings.warehouse),
+        "TARDY_METASTORE_URL": settings.metastore_url,
+        "TARDY_METASTORE_JARS": str(settings.jars / _jar_name(POSTGRES_JDBC)),
+    }
+    return {
+        **({} if postgres_only else spark),
         "TARDY_PG_HOST": HOST,
         "TARDY_PG_PORT": str(settings.postgres_port),
         "TARDY_PG_USER": POSTGRES_USER,
@@ -788,10 +819,17 @@ def main(argv: list[str]) -> int:
 
     try:
         if command == "up":
-            up(settings, progress)
+            only = argv[1:] == ["postgres"]
+            if argv[1:] and not only:
+                raise ClusterError(f"up takes no argument or 'postgres', not {argv[1:]}")
+            up(settings, progress, postgres_only=only)
             _print_status(settings, sys.stderr)
-            for name, value in exports(settings).items():
+            for name, value in exports(settings, postgres_only=only).items():
                 print(f"export {name}={value}")
+            return 0
+        if command == "database" and len(argv) == 2:
+            create_database(settings, argv[1])
+            print(f"database {argv[1]}: ready", file=sys.stderr)
             return 0
         if command == "down":
             down(settings, progress)
@@ -807,7 +845,11 @@ def main(argv: list[str]) -> int:
     except ClusterError as error:
         print(f"cluster {command}: {error}", file=sys.stderr)
         return 1
-    print(f"usage: python -m tardy.cluster [up|down|status], not {command!r}", file=sys.stderr)
+    print(
+        "usage: python -m tardy.cluster up [postgres] | down | status | database NAME;"
+        f" not {' '.join(argv)!r}",
+        file=sys.stderr,
+    )
     return 2
 
 
