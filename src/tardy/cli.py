@@ -14,6 +14,7 @@ from rich.console import Console
 
 from tardy.busy import home_busy
 from tardy.errors import AlertsRaised, InputError, Refused, TardyError
+from tardy.gateway import GATEWAYS, select_gateway
 from tardy.home import activate
 from tardy.simulate import SimulationConfig
 
@@ -438,7 +439,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tardy",
         description="Late-arriving, duplicated and corrected POS data on Spark + Delta.",
     )
-    parser.add_argument("--gateway", help="SQLMesh gateway (default: config.yaml's, 'local')")
+    parser.add_argument(
+        "--gateway",
+        choices=GATEWAYS,
+        help="config.yaml's gateway (default: $TARDY_GATEWAY, else 'connect' when "
+        "$TARDY_SPARK_REMOTE is set, else 'local')",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     sim = sub.add_parser("simulate", help="write deterministic landing batch files")
@@ -549,7 +555,9 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="data watermark, final/provisional days, lateness")
     st.add_argument("--json", action="store_true")
     # Also accepted after the subcommand; SUPPRESS keeps a `tardy --gateway G status` value.
-    st.add_argument("--gateway", default=argparse.SUPPRESS, help="SQLMesh gateway")
+    st.add_argument(
+        "--gateway", choices=GATEWAYS, default=argparse.SUPPRESS, help="config.yaml's gateway"
+    )
     st.add_argument(
         "--check",
         action="store_true",
@@ -580,6 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    select_gateway(args.gateway)
     home = None if args.command == "simulate" else activate().root
     try:
         busy = home and home_busy(home)

@@ -568,8 +568,8 @@ def _append(
         try:
             _commit(spark, files, result, ingested_at)
             return
-        except ConcurrentAppendException:
-            if attempt == COMMIT_ATTEMPTS:
+        except Exception as error:
+            if not _is_concurrent_append(error) or attempt == COMMIT_ATTEMPTS:
                 raise
             seen = ingested_hashes(spark)
             for landing_file in (f for f in files if f.sha256 in seen):
@@ -577,6 +577,19 @@ def _append(
             files = [f for f in files if f.sha256 not in seen]
             if not files:
                 return
+
+
+def _is_concurrent_append(error: Exception) -> bool:
+    """Delta's conflict with a concurrent append: ``delta.exceptions`` rebuilds its class in a
+    classic session; over Spark Connect it arrives as a generic PySpark error carrying Delta's
+    error condition (``DELTA_CONCURRENT_APPEND...``) and the Java class name."""
+    if isinstance(error, ConcurrentAppendException):
+        return True
+    condition = getattr(error, "getCondition", None)
+    name = condition() if callable(condition) else None
+    return bool(name and name.startswith("DELTA_CONCURRENT_APPEND")) or (
+        "ConcurrentAppendException" in str(error)
+    )
 
 
 def _commit(

@@ -14,6 +14,7 @@ import typing as t
 from pathlib import Path
 
 from tardy import exact_writes
+from tardy.gateway import EMBEDDED_GATEWAY, select_gateway
 from tardy.home import activate, project_root
 
 if t.TYPE_CHECKING:
@@ -38,7 +39,6 @@ def quiet_logs() -> None:
 # SQLMesh's warning that DuckDB state is not for production: true, and said once in the
 # README for the embedded default, where it is the chosen design; kept for other gateways.
 STATE_WARNING = "not recommended for storing SQLMesh state"
-EMBEDDED_GATEWAY = "local"
 JVM_LOG = "spark-driver.log"
 
 
@@ -70,6 +70,7 @@ def open_context(
     (``jvm_output_to``).
     """
     home = activate()
+    select_gateway(gateway)
     utc_process()
     quiet_logs()
     exact_writes.enable()

@@ -1,0 +1,24 @@
+"""Which of config.yaml's gateways a process uses.
+
+config.yaml renders only the selected gateway: SQLMesh builds an engine adapter for every
+gateway of a config when it loads a project, a classic SparkSession (``local``, ``cluster``)
+and a Spark Connect session (``connect``) cannot share a process (NOTES fact 16), and two
+classic gateways would share one session (``getOrCreate``). The environment selects it, so
+the stock ``sqlmesh`` CLI and ``tardy`` agree: ``TARDY_GATEWAY``; unset, ``connect`` when
+``TARDY_SPARK_REMOTE`` is set (``eval "$(make -s cluster-up)"``), else ``local``.
+"""
+
+from __future__ import annotations
+
+import os
+
+EMBEDDED_GATEWAY = "local"
+GATEWAYS = (EMBEDDED_GATEWAY, "cluster", "connect")
+VARIABLE = "TARDY_GATEWAY"
+
+
+def select_gateway(gateway: str | None) -> None:
+    """Make ``gateway`` the one config.yaml renders, in this process and the processes it
+    starts; ``None`` keeps the environment's choice."""
+    if gateway is not None:
+        os.environ[VARIABLE] = gateway
