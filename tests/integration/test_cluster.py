@@ -1,0 +1,263 @@
+"""Out of one process (issue 13): the same project on gateways `connect` and `cluster` of a
+real local cluster (`tardy.cluster`: PostgreSQL, a Spark standalone master and two workers,
+a Spark Connect server), compared with the embedded `local` gateway on the same landing files.
+
+Every command is a fresh CLI process (`tardy`, stock `sqlmesh`), as a user runs them: a
+classic SparkSession and a Connect session cannot share a process (NOTES fact 16), and this
+pytest process holds neither. The cluster runs on ports of its own, so a developer's
+`make cluster-up` is not disturbed.
+
+The oracle is the `local` gateway: an independent engine (its own JVM, Derby metastore and
+DuckDB state) fed the same files; the per-model content hashes (`tardy fingerprint`) must be
+equal after the plan, after `sqlmesh run` absorbed in-grace data, after the restatement of
+the closed days, and after its rollback. On `connect`, two client processes with their own
+data homes share the lakehouse: two ingests of the same delivery at once commit each file
+once (the ledger), and of two restatements started together one is refused by the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import typing as t
+import urllib.request
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from tardy.home import project_root
+from tests.integration.children import late_sales
+
+SQLMESH = str(Path(sys.executable).parent / "sqlmesh")
+THROUGH = "2026-01-12T00:00:00Z"  # the simulated feed's last arrival
+PLANNED_AT = "2026-01-11"  # execution time of the plan: days through 2026-01-10 built
+RUN_AT = "2026-01-12"  # `sqlmesh run` then builds 2026-01-11
+FIRST_DELIVERY_BEFORE = "arrival_ts=20260111T000000Z"  # landing dirs sort by arrival
+LATE_DIR = "arrival_ts=20260111T010000Z"
+# Ports of this test's cluster (a developer's runs on the defaults).
+PORTS = {
+    "TARDY_PG_PORT": "25433",
+    "TARDY_SPARK_MASTER_PORT": "27077",
+    "TARDY_SPARK_MASTER_UI_PORT": "28080",
+    "TARDY_SPARK_WORKER_PORT": "27078",
+    "TARDY_SPARK_WORKER_UI_PORT": "28081",
+    "TARDY_SPARK_CONNECT_PORT": "25002",
+}
+CLUSTER_VARIABLES = ("TARDY_GATEWAY", "TARDY_SPARK_REMOTE", "TARDY_SPARK_MASTER", "TARDY_PG_")
+
+
+def base_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(CLUSTER_VARIABLES)}
+    return {**env, "TARDY_HOME": str(home)}
+
+
+def run(env: dict[str, str], *argv: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        list(argv), cwd=project_root(), env=env, capture_output=True, text=True, timeout=900
+    )
+    if ok:
+        assert done.returncode == 0, f"{argv}: {done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    return done
+
+
+def tardy(env: dict[str, str], *argv: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    return run(env, sys.executable, "-m", "tardy.cli", *argv, ok=ok)
+
+
+def tardy_json(env: dict[str, str], *argv: str) -> t.Any:
+    return json.loads(tardy(env, *argv, "--json").stdout)
+
+
+def start(env: dict[str, str], *argv: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tardy.cli", *argv],
+        cwd=project_root(),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The feed: simulated sales through THROUGH, and sales for two closed days arriving late."""
+    root = tmp_path_factory.mktemp("feed")
+    home = root / "home"
+    tardy(
+        base_env(home),
+        *("simulate", "--stores", "2", "--days", "11", "--transactions-per-store-day", "30"),
+        *("--seed", "13", "--through", THROUGH, "--landing", str(root / "landing")),
+    )
+    late = root / "landing" / "pos" / LATE_DIR
+    late.mkdir()
+    (late / "late.jsonl").write_text(late_sales("C13", date(2026, 1, 1)))
+    return root / "landing"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[dict[str, str]]:
+    """`python -m tardy.cluster up` on this test's ports; its exports; `down` afterwards."""
+    home = tmp_path_factory.mktemp("cluster-home")
+    env = {**base_env(home), **PORTS}
+    cli = (sys.executable, "-m", "tardy.cluster")
+    try:
+        up = run(env, *cli, "up")
+        exports = dict(
+            line.removeprefix("export ").split("=", 1) for line in up.stdout.splitlines()
+        )
+        yield {**env, **exports}
+    finally:
+        run(env, *cli, "down")
+        left = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True)
+        assert not left.stdout.strip(), f"left running: {left.stdout}"
+
+
+def deliver(landing: Path, home: Path, first: bool) -> None:
+    """Copy the first delivery (arrivals before 2026-01-11) or the rest into ``home``."""
+    for batch in sorted((landing / "pos").iterdir()):
+        if (batch.name < FIRST_DELIVERY_BEFORE) == first:
+            shutil.copytree(batch, home / "landing" / "pos" / batch.name)
+
+
+def fingerprints(env: dict[str, str]) -> dict[str, t.Any]:
+    return tardy_json(env, "fingerprint")
+
+
+def flow(
+    env: dict[str, str], landing: Path, second: dict[str, str] | None = None
+) -> dict[str, t.Any]:
+    """simulate's files -> ingest -> plan -> late data -> run -> restate -> rollback, with the
+    models' content hashes after each step. With ``second`` (another client's environment,
+    its own data home, the same lakehouse): the late delivery is ingested by both clients at
+    once, and both start a restatement at once."""
+    home = Path(env["TARDY_HOME"])
+    deliver(landing, home, first=True)
+    tardy(env, "ingest")
+    run(env, SQLMESH, "plan", "--auto-apply", "--no-prompts", "--skip-tests",
+        "--execution-time", PLANNED_AT)  # fmt: skip
+    seen: dict[str, t.Any] = {"planned": fingerprints(env)}
+
+    clients = [env] if second is None else [env, second]
+    for client in clients:
+        deliver(landing, Path(client["TARDY_HOME"]), first=False)
+    ingests = [start(client, "ingest", "--json") for client in clients]
+    seen["ingests"] = [json.loads(p.communicate(timeout=900)[0]) for p in ingests]
+    assert all(p.returncode == 0 for p in ingests)
+
+    run(env, SQLMESH, "run", "--execution-time", RUN_AT)
+    seen["run"] = fingerprints(env)
+
+    restates = [start(c, "restate", "--reason", "late sales", "--json") for c in clients]
+    seen["restates"] = []
+    for process in restates:
+        out, err = process.communicate(timeout=900)
+        seen["restates"].append((process.returncode, out, err))
+    won = [json.loads(out) for code, out, _ in seen["restates"] if code == 0]
+    assert len(won) == 1, seen["restates"]
+    seen["restatement"] = won[0]
+    seen["promoted"] = fingerprints(env)
+
+    # The rollback from the other client (any client sees the shared log and tables).
+    tardy(clients[-1], "rollback", won[0]["restatement_id"], "--reason", "check")
+    seen["rolled_back"] = fingerprints(env)
+    return seen
+
+
+CHECKPOINTS = ("planned", "run", "promoted", "rolled_back")
+
+
+@pytest.fixture(scope="module")
+def local(landing: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.Any]:
+    env = {**base_env(tmp_path_factory.mktemp("local")), "TARDY_GATEWAY": "local"}
+    return flow(env, landing)
+
+
+def test_the_local_reference_restates_and_rolls_back(local: dict[str, t.Any]) -> None:
+    """The oracle's own story has content: the run and the restatement changed prod, and
+    the rollback undid exactly the restatement."""
+    assert local["restatement"]["status"] == "promoted", local["restatement"]
+    assert local["run"] != local["planned"]
+    assert local["promoted"] != local["run"]
+    assert local["rolled_back"] == local["run"]
+
+
+def test_connect_gateway_matches_local_and_serialises_two_clients(
+    cluster: dict[str, str],
+    landing: Path,
+    local: dict[str, t.Any],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    one, two = (
+        {**cluster, "TARDY_GATEWAY": "connect", "TARDY_HOME": str(tmp_path_factory.mktemp(n))}
+        for n in ("client-1", "client-2")
+    )
+    seen = flow(one, landing, second=two)
+
+    for checkpoint in CHECKPOINTS:
+        assert seen[checkpoint] == local[checkpoint], checkpoint
+    # It ran on the cluster: the tables are in its warehouse, none in the clients' homes.
+    warehouse = Path(cluster["TARDY_WAREHOUSE"])
+    assert (warehouse / "bronze.db").is_dir()
+    assert not (Path(one["TARDY_HOME"]) / "metastore_db").exists()
+    assert not (Path(one["TARDY_HOME"]) / "warehouse").exists()
+
+    # The ledger: both clients ingested the same delivery at once; each file once.
+    delivered = sum(1 for _ in (landing / "pos").glob("*/*.jsonl")) - sum(
+        1 for p in (landing / "pos").glob("*/*.jsonl") if p.parent.name < FIRST_DELIVERY_BEFORE
+    )
+    committed = [r["files_ingested"] for r in seen["ingests"]]
+    assert sum(committed) == delivered, seen["ingests"]
+    assert seen["run"] == local["run"]  # no row twice in bronze, else silver would differ
+
+    # The lock: of the two restatements started together, the other was refused (exit 3),
+    # naming the winner.
+    refused = [r for r in seen["restates"] if r[0] != 0]
+    assert [code for code, _, _ in refused] == [3], seen["restates"]
+    assert seen["restatement"]["restatement_id"] in refused[0][2], refused[0][2]
+
+
+def _apps(cluster: dict[str, str]) -> list[dict[str, t.Any]]:
+    url = f"http://127.0.0.1:{cluster['TARDY_SPARK_MASTER_UI_PORT']}/json/"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        state = json.load(response)
+    return [*state["activeapps"], *state["completedapps"]]
+
+
+def test_cluster_gateway_matches_local(
+    cluster: dict[str, str],
+    landing: Path,
+    local: dict[str, t.Any],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The driver in the client process, executors on the standalone workers; its own
+    lakehouse (state and metastore databases, warehouse) on the same PostgreSQL."""
+    cli = (sys.executable, "-m", "tardy.cluster", "database")
+    for database in ("state_cluster", "metastore_cluster"):
+        run(cluster, *cli, database)
+    pg = f"{cluster['TARDY_PG_HOST']}:{cluster['TARDY_PG_PORT']}"
+    warehouse = tmp_path_factory.mktemp("cluster-warehouse")
+    env = {
+        **cluster,
+        "TARDY_GATEWAY": "cluster",
+        "TARDY_HOME": str(tmp_path_factory.mktemp("cluster-client")),
+        "TARDY_STATE_DATABASE": "state_cluster",
+        "TARDY_METASTORE_URL": f"jdbc:postgresql://{pg}/metastore_cluster",
+        "TARDY_WAREHOUSE": str(warehouse),
+    }
+    before = {app["id"] for app in _apps(cluster)}
+    seen = flow(env, landing)
+
+    for checkpoint in CHECKPOINTS:
+        assert seen[checkpoint] == local[checkpoint], checkpoint
+    assert (warehouse / "bronze.db").is_dir()
+    # Each command was an application of the master whose executors ran on the workers.
+    drivers = [a["id"] for a in _apps(cluster) if a["id"] not in before and a["name"] == "tardy"]
+    assert len(drivers) >= 8, drivers  # ingest, plan, run, restate, rollback, 4 fingerprints
+    root = Path(cluster["TARDY_WAREHOUSE"]).parent
+    for app in drivers:
+        assert list(root.glob(f"worker-*/{app}/*/stderr")), f"no executor of {app}"
