@@ -28,14 +28,14 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+from children import late_sales
 
 from tardy.home import project_root
-from tests.integration.children import late_sales
 
 SQLMESH = str(Path(sys.executable).parent / "sqlmesh")
 THROUGH = "2026-01-12T00:00:00Z"  # the simulated feed's last arrival
 PLANNED_AT = "2026-01-11"  # execution time of the plan: days through 2026-01-10 built
-RUN_AT = "2026-01-12"  # `sqlmesh run` then builds 2026-01-11
+RUN_THROUGH = "2026-01-11"  # `sqlmesh run --end`: builds 2026-01-11 (inclusive)
 FIRST_DELIVERY_BEFORE = "arrival_ts=20260111T000000Z"  # landing dirs sort by arrival
 LATE_DIR = "arrival_ts=20260111T010000Z"
 # Ports of this test's cluster (a developer's runs on the defaults).
@@ -149,7 +149,7 @@ def flow(
     seen["ingests"] = [json.loads(p.communicate(timeout=900)[0]) for p in ingests]
     assert all(p.returncode == 0 for p in ingests)
 
-    run(env, SQLMESH, "run", "--execution-time", RUN_AT)
+    run(env, SQLMESH, "run", "--end", RUN_THROUGH)
     seen["run"] = fingerprints(env)
 
     restates = [start(c, "restate", "--reason", "late sales", "--json") for c in clients]
