@@ -346,3 +346,26 @@ def test_other_state_types_have_no_lock(tmp_path: Path) -> None:
         lock.for_state(mysql, tmp_path)
     with pytest.raises(lock.UnsupportedState, match="state of type none"):
         lock.for_state(None, tmp_path)
+
+
+def test_the_cli_on_another_host_is_refused_before_it_opens_the_project(
+    drivers: tuple[Driver, Driver],
+) -> None:
+    """``tardy --gateway connect promote`` takes the PostgreSQL lock before SQLMesh and Spark
+    (the Connect URL here is never dialled): exit 3, the holder named, from another home."""
+    a, b = drivers
+    first = a.spawn("first")
+    try:
+        assert first.stdout.readline().split() == ["won", "-", "-"]
+        done = subprocess.run(
+            [sys.executable, "-m", "tardy.cli", "--gateway", "connect", "promote", "other"],
+            env={**b.env, "COLUMNS": "300"},
+            capture_output=True,
+            text=True,
+            cwd="/",
+            timeout=120,
+        )
+        assert done.returncode == 3, done.stderr
+        assert f"restatement first is running (pid {first.pid} on" in done.stderr, done.stderr
+    finally:
+        _stop(first)
