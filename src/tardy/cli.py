@@ -219,7 +219,7 @@ def _restatement_command(
     from tardy.project import open_context, spark_of
 
     try:
-        with hold(lock_as) if lock_as else nullcontext():
+        with hold(lock_as, args.gateway) if lock_as else nullcontext():
             context = open_context(args.gateway, progress_to_stderr=getattr(args, "json", False))
             result = action(context, spark_of(context))
     except TardyError as error:

@@ -20,6 +20,7 @@ from tardy.home import activate, project_root
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlmesh import Context
+    from sqlmesh.core.config import Config
 
 
 def utc_process() -> None:
@@ -90,6 +91,19 @@ def open_context(
     set_console(_Console(console=Console(stderr=progress_to_stderr)))
 
     return Context(paths=str(project_root()), gateway=gateway, load=load)
+
+
+def load_config() -> Config:
+    """The project's SQLMesh configuration as a ``Context`` would load it (``config.yaml``
+    rendered with this process's environment), without a Context, a state connection or a
+    Spark session: what the CLI reads before it opens the project (the restatement lock's
+    backend, ``tardy.engine.restate.hold``). Call after ``activate``, which makes
+    ``TARDY_HOME`` absolute for the rendering."""
+    from sqlmesh.core.config import Config
+    from sqlmesh.core.config.loader import load_configs
+
+    root = project_root()
+    return load_configs(None, Config, root)[root]
 
 
 def spark_of(context: Context) -> SparkSession:

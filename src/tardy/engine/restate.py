@@ -51,6 +51,7 @@ from tardy.key_index import KeySet
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlmesh import Context
+    from sqlmesh.core.config import Config
 
 DEFAULT_MAX_CHANGE = 0.25
 
@@ -499,29 +500,41 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
     )
 
 
-_held: set[Path] = set()  # data homes whose restatement lock this process holds (``hold``)
+_held: set[str] = set()  # identities of the restatement locks this process holds (``hold``)
+
+
+def restatement_lock(config: Config, gateway: str | None = None) -> lock.RestatementLock:
+    """The restatement lock of ``gateway`` (None: the config's default): the file lock of the
+    data home for DuckDB state, the PostgreSQL lock of the state database for PostgreSQL
+    state, so that exactly the processes sharing SQLMesh's state exclude each other."""
+    return lock.for_state(config.get_state_connection(gateway), activate().root)
 
 
 @contextmanager
-def hold(restatement_id: str) -> Iterator[None]:
-    """Hold the restatement lock of the data home from now on, for ``restatement_id``.
+def hold(restatement_id: str, gateway: str | None = None) -> Iterator[None]:
+    """Hold the restatement lock of ``gateway`` (None: the config's default) from now on,
+    for ``restatement_id``.
 
     The CLI takes it before it opens the project: on the embedded default the first process
     to open a data home owns its DuckDB state and Derby metastore until it exits, so the
     process that wins the lock must also be the first to open them (the loser is refused at
-    once, exit 3, before it touches either). ``_locked`` inside finds it held and only
-    recovers. Raises ``lock.LockedError`` when another process holds it.
+    once, exit 3, before it touches either). The config is read without a Context or Spark
+    (``project.load_config``). ``_locked`` inside finds it held and only recovers. Raises
+    ``lock.LockedError`` when another process holds it.
     """
-    root = activate().root
-    if root in _held:
+    from tardy.project import load_config
+
+    activate()  # TARDY_HOME absolute before config.yaml renders it
+    held = restatement_lock(load_config(), gateway)
+    if held.identity in _held:
         yield
         return
-    with lock.exclusive(root, restatement_id):
-        _held.add(root)
+    with held.exclusive(restatement_id):
+        _held.add(held.identity)
         try:
             yield
         finally:
-            _held.discard(root)
+            _held.discard(held.identity)
 
 
 @contextmanager
@@ -529,12 +542,12 @@ def _locked(context: Context, spark: SparkSession, restatement_id: str) -> Itera
     """Hold the restatement lock, after finishing whatever the log says was interrupted
     (a holder killed mid-way): yields what recovery did, or None.
 
-    Recovery reads the log, not the lock file: under the lock nobody else is working on a
-    restatement, so any whose latest action is an intent (``log.INTERRUPTED``) was cut off.
-    ``restatement_id``'s own interrupted work is left to the command acting on it.
+    Recovery reads the log, not the lock's holder record: under the lock nobody else is
+    working on a restatement, so any whose latest action is an intent (``log.INTERRUPTED``)
+    was cut off. ``restatement_id``'s own interrupted work is left to the command acting on it.
     """
-    root = activate().root
-    with nullcontext() if root in _held else lock.exclusive(root, restatement_id):
+    held = restatement_lock(context.config, context.selected_gateway)
+    with nullcontext() if held.identity in _held else held.exclusive(restatement_id):
         done = [
             _recover(context, spark, rid, row)
             for rid, row in log.latest(spark).items()
