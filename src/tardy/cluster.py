@@ -600,6 +600,15 @@ def init_postgres(settings: Settings) -> None:
         path.mkdir(parents=True, exist_ok=True)
         _chown_postgres(path)
     settings.postgres_data.chmod(0o700)
+    if (
+        os.geteuid() == 0
+        and subprocess.run(_as_postgres(["test", "-w", str(settings.postgres_data)])).returncode
+    ):
+        raise ClusterError(
+            f"PostgreSQL runs as user postgres, which cannot reach {settings.postgres_data}: "
+            "a parent directory of TARDY_HOME is closed to other users (chmod o+x it, or "
+            "choose a TARDY_HOME under one that is open)"
+        )
     _run(
         _as_postgres(
             [

@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import typing as t
 import urllib.request
 from datetime import date
@@ -100,9 +101,11 @@ def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[dict[str, str]]:
-    """`python -m tardy.cluster up` on this test's ports; its exports; `down` afterwards."""
-    home = tmp_path_factory.mktemp("cluster-home")
+def cluster() -> t.Iterator[dict[str, str]]:
+    """`python -m tardy.cluster up` on this test's ports; its exports; `down` afterwards.
+    Its home is open to traversal (pytest's are not): PostgreSQL runs as user postgres."""
+    home = Path(tempfile.mkdtemp(prefix="tardy-test-cluster-"))
+    home.chmod(0o711)
     env = {**base_env(home), **PORTS}
     cli = (sys.executable, "-m", "tardy.cluster")
     try:
@@ -115,6 +118,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[dict[str, st
         run(env, *cli, "down")
         left = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True)
         assert not left.stdout.strip(), f"left running: {left.stdout}"
+        shutil.rmtree(home)
 
 
 def deliver(landing: Path, home: Path, first: bool) -> None:
