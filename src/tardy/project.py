@@ -11,6 +11,7 @@ import logging
 import os
 import time
 import typing as t
+import warnings
 from pathlib import Path
 
 from tardy import exact_writes
@@ -31,10 +32,15 @@ def utc_process() -> None:
 
 
 def quiet_logs() -> None:
-    """Keep py4j's and SQLMesh's Python loggers from drowning progress output."""
+    """Keep py4j's and SQLMesh's Python loggers from drowning progress output; on a Spark
+    Connect gateway, gRPC's INFO lines ("skipping fork() handlers" whenever the process
+    starts another) and PySpark's warning that the client cannot set the static
+    ``spark.sql.catalogImplementation`` SQLMesh asks for (the server's is ``hive``)."""
     for name in ("py4j", "py4j.clientserver", "sqlmesh", "sqlglot"):
         logging.getLogger(name).setLevel(logging.ERROR)
     os.environ.setdefault("PYSPARK_PIN_THREAD", "true")
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    warnings.filterwarnings("ignore", message=r"Failed to set spark\.sql\.catalogImplementation")
 
 
 # SQLMesh's warning that DuckDB state is not for production: true, and said once in the
