@@ -21,7 +21,7 @@ import pytest
 # A module not listed runs after them, in collection order (unit tests: seconds).
 LONGEST_FIRST = (
     "test_lakehouse",  # ~1,200 s with test_status, which reuses its prod (same worker, after it)
-    "test_cluster",  # ~940 s alone (session 11): three flows of fresh processes, a cluster
+    "test_on_cluster",  # ~940 s alone (session 11): three flows of fresh processes, a cluster
     "test_restatement_races",  # ~900 s
     "test_interrupted_promotion",  # ~770 s
     "test_cli",  # ~260 s
