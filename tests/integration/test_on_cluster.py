@@ -141,10 +141,11 @@ def flow(
     once, and both start a restatement at once."""
     home = Path(env["TARDY_HOME"])
     deliver(landing, home, first=True)
+    seen: dict[str, t.Any] = {"env": env}
     tardy(env, "ingest")
     run(env, SQLMESH, "plan", "--auto-apply", "--no-prompts", "--skip-tests",
         "--execution-time", PLANNED_AT)  # fmt: skip
-    seen: dict[str, t.Any] = {"planned": fingerprints(env)}
+    seen["planned"] = fingerprints(env)
 
     clients = [env] if second is None else [env, second]
     for client in clients:
@@ -201,18 +202,25 @@ def test_the_local_reference_restates_and_rolls_back(local: dict[str, t.Any]) ->
     assert local["status"]["pending_final"], "the rolled-back late data waits again"
 
 
-def test_connect_gateway_matches_local_and_serialises_two_clients(
-    cluster: dict[str, str],
-    landing: Path,
-    local: dict[str, t.Any],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
+@pytest.fixture(scope="module")
+def connected(
+    cluster: dict[str, str], landing: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, t.Any]:
+    """The story on `connect`, by two clients with their own data homes."""
     one, two = (
         {**cluster, "TARDY_GATEWAY": "connect", "TARDY_HOME": str(tmp_path_factory.mktemp(n))}
         for n in ("client-1", "client-2")
     )
-    seen = flow(one, landing, second=two)
+    return flow(one, landing, second=two)
 
+
+def test_connect_gateway_matches_local_and_serialises_two_clients(
+    cluster: dict[str, str],
+    landing: Path,
+    local: dict[str, t.Any],
+    connected: dict[str, t.Any],
+) -> None:
+    seen, one = connected, connected["env"]
     for checkpoint in CHECKPOINTS:
         assert seen[checkpoint] == local[checkpoint], checkpoint
     # It ran on the cluster: the tables are in its warehouse, none in the clients' homes.
@@ -236,12 +244,12 @@ def test_connect_gateway_matches_local_and_serialises_two_clients(
     assert seen["restatement"]["restatement_id"] in refused[0][2], refused[0][2]
 
 
-# Over Connect: the Delta history of silver's physical tables (a Connect session cannot live
-# in this process beside the suite's classic one, NOTES fact 16).
+# The Delta history of silver's physical tables, in a child process on the home's gateway
+# (this process may hold the suite's classic session; a Connect one cannot join it).
 HISTORY = """
-import json, sys
-from pyspark.sql import SparkSession
-spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+import json
+from tardy.project import open_context, spark_of
+spark = spark_of(open_context())
 names = [r.tableName for r in spark.sql("SHOW TABLES IN sqlmesh__silver").collect()]
 writes = []
 for name in (n for n in names if n.startswith("silver__sales_transactions__")):
@@ -252,13 +260,18 @@ print(json.dumps(writes))
 """
 
 
-def test_models_write_exact_intervals_over_connect(cluster: dict[str, str]) -> None:
-    """SQLMesh's interval writes stay `REPLACE WHERE <interval>` over Connect (tardy's
-    `exact_writes`; NOTES fact 2): every overwrite of silver carries a predicate."""
-    done = run(cluster, sys.executable, "-c", HISTORY, cluster["TARDY_SPARK_REMOTE"])
+@pytest.mark.parametrize("gateway", ["local", "connect"])
+def test_stock_commands_write_exact_intervals(
+    gateway: str, local: dict[str, t.Any], connected: dict[str, t.Any]
+) -> None:
+    """Every overwrite of silver carries its interval predicate (`REPLACE WHERE`, tardy's
+    `exact_writes`; NOTES fact 2), the stock `sqlmesh plan` and `sqlmesh run` included:
+    `sqlmesh run` does not load the project, so config.yaml's `before_all` switches it."""
+    env = {"local": local, "connect": connected}[gateway]["env"]
+    done = run(env, sys.executable, "-c", HISTORY)
     writes = json.loads(done.stdout.strip().splitlines()[-1])
     overwrites = [w for w in writes if w.get("mode") == "Overwrite"]
-    assert overwrites, writes
+    assert len(overwrites) >= 3, writes  # plan, run, promotion
     assert all("event_date" in w.get("predicate", "") for w in overwrites), overwrites
 
 
