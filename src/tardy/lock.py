@@ -37,6 +37,7 @@ import fcntl
 import json
 import os
 import socket
+import time
 import typing as t
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -209,6 +210,8 @@ KEY = int.from_bytes(b"tardyRST", "big")
 # How pg_locks shows a bigint advisory key: high and low 32 bits, objsubid 1.
 _CLASSID, _OBJID = KEY >> 32, KEY & 0xFFFFFFFF
 TABLE = "tardy.restatement_lock"
+# A refused taker waits this long for the holder's row (written just after it took the lock).
+HOLDER_WAIT = 5.0
 APPLICATION_NAME = "tardy restatement lock"  # how the lock's connection shows in pg_stat_activity
 
 _CREATE = f"""
@@ -305,6 +308,17 @@ class PostgresLock:
         row = cursor.fetchone()
         return Holder(*row) if row else UNKNOWN
 
+    def _awaited(self, cursor: t.Any) -> Holder:
+        """The live holder for a refusal. It writes its row just after it takes the lock (the
+        first taker of a state database also creates the table): a refusal in between waits
+        up to ``HOLDER_WAIT`` seconds for the row rather than name "unknown"."""
+        deadline = time.monotonic() + HOLDER_WAIT
+        while True:
+            current = self._current(cursor) or UNKNOWN
+            if current is not UNKNOWN or time.monotonic() >= deadline:
+                return current
+            time.sleep(0.05)
+
     def holder(self) -> Holder | None:
         connection = self._connect()
         try:
@@ -322,7 +336,7 @@ class PostgresLock:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_try_advisory_lock(%s)", (KEY,))
                 if not cursor.fetchone()[0]:
-                    raise _refused(self._current(cursor) or UNKNOWN)
+                    raise _refused(self._awaited(cursor))
                 cursor.execute(_CREATE)  # under the lock: no two takers race to create it
                 cursor.execute(
                     f"SELECT restatement_id, pid, host, since FROM {TABLE} WHERE key = %s",
