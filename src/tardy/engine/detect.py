@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from sqlglot import exp
 
-from tardy.engine import delta, sqlmesh_api
+from tardy.engine import delta, dimension, sqlmesh_api
 from tardy.engine.closure import Closure, days_of, ranges
 from tardy.ingest import BRONZE_TABLE
 from tardy.key_index import (
@@ -45,10 +45,14 @@ CREATE TABLE IF NOT EXISTS {WATERMARK_TABLE} (
   bronze_version BIGINT NOT NULL,
   arrival_watermark TIMESTAMP,
   advanced_at TIMESTAMP NOT NULL,
-  reason STRING NOT NULL
+  reason STRING NOT NULL,
+  source_versions MAP<STRING, BIGINT>
 ) USING delta
 TBLPROPERTIES ('delta.appendOnly' = 'true')
 """
+# The versions of the other bronze tables prod reflects (a dimension's: ``tardy.engine.
+# dimension``), added to watermark tables created before it.
+SOURCE_VERSIONS_COLUMN = "source_versions"
 
 # Rendered with the silver model's own macros: one definition of validity, key and precedence.
 # {bronze_keys}, {silver_keys} and {quarantine_ids} restrict the three table reads to the
@@ -157,6 +161,10 @@ class Manifest:
     # a detected one. Not a log column (the log's manifest is schema 2): the named models'
     # ``reasons`` say it there.
     named: dict[str, object] | None = None
+    # The dimensions' bronze tables (``tardy.engine.dimension``): the versions read now, and
+    # those prod reflected (the watermark's ``source_versions``).
+    source_versions: dict[str, int] = field(default_factory=dict)
+    since_source_versions: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         out = asdict(self)
@@ -170,6 +178,15 @@ class Manifest:
 
 def ensure_watermark_table(spark: SparkSession) -> None:
     if spark.catalog.tableExists(WATERMARK_TABLE):  # a catalog lookup, not a statement
+        if SOURCE_VERSIONS_COLUMN not in spark.table(WATERMARK_TABLE).schema.fieldNames():
+            try:
+                spark.sql(
+                    f"ALTER TABLE {WATERMARK_TABLE} "
+                    f"ADD COLUMNS ({SOURCE_VERSIONS_COLUMN} MAP<STRING, BIGINT>)"
+                )
+            except Exception:  # another process added it first
+                if SOURCE_VERSIONS_COLUMN not in spark.table(WATERMARK_TABLE).schema.fieldNames():
+                    raise
         return
     spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
     spark.sql(WATERMARK_DDL)
@@ -186,6 +203,15 @@ def watermark(spark: SparkSession) -> tuple[int | None, str | None]:
         return None, None
     stamp = row.arrival_watermark.isoformat() if row.arrival_watermark else None
     return int(row.bronze_version), stamp
+
+
+def source_watermarks(spark: SparkSession) -> dict[str, int]:
+    """The versions of the dimensions' bronze tables prod reflects (empty: never recorded)."""
+    row = spark.sql(
+        f"SELECT {SOURCE_VERSIONS_COLUMN} AS v FROM {WATERMARK_TABLE} "
+        "ORDER BY advanced_at DESC, bronze_version DESC LIMIT 1"
+    ).first()
+    return {} if row is None or row.v is None else {k: int(v) for k, v in row.v.items()}
 
 
 def bronze_version(spark: SparkSession) -> int:
@@ -299,8 +325,26 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
         closed = {d for d in days if end is not None and d <= end - timedelta(days=grace)}
         roots[model] = closed
         absorbed[model] = ranges(days - closed)
+    reasons: dict[str, str] = {}
+    since_sources = source_watermarks(spark)
+    source_versions: dict[str, int] = {}
+    commands = stock_commands(closure, roots)
+    for dim in dimension.dimensions(context, list(closure.snapshots.values())):
+        altered = dimension.detect(context, spark, dim, since_sources)
+        source_versions.update(altered.versions)
+        for child, days in altered.days.items():
+            end = sqlmesh_api.last_computed_day(closure.snapshots[child])
+            closed = {d for d in days if end is not None and d <= end - timedelta(days=grace)}
+            roots[child] = roots.get(child, set()) | closed
+            for source in dim.sources:
+                commands += stock_commands(closure, {child: closed}, source)
+            absorbed[child] = ranges(days_of(absorbed.get(child, [])) | (days - closed))
+            reasons[child] = (
+                f"{len(altered.windows)} validity window(s) of {len(altered.keys)} key(s) of "
+                f"{dim.name} that late changes alter (its as-of join)"
+            )
     reached = closure.downstream(roots)
-    reasons = {
+    reasons |= {
         SILVER: f"{sum(r.kind == 'silver' for r in changes)} transactions whose prod row "
         "differs from their bronze records (new versions, duplicates, corrections, voids)",
         QUARANTINE: f"{sum(r.kind == 'quarantine' for r in changes)} invalid rows missing from "
@@ -320,35 +364,45 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
         absorbed_by_next_run=absorbed,
         reasons=reasons,
         roots={model: ranges(days) for model, days in roots.items()},
+        source_versions=source_versions,
+        since_source_versions={k: v for k, v in since_sources.items() if k in source_versions},
     )
     if literal is not None:  # the changed keys are known: staging may restrict silver to them
         manifest.keys[SILVER] = literal.key_set(r.k for r in changes if r.kind == "silver")
-    manifest.stock_commands = stock_commands(closure, roots)
+    manifest.stock_commands = list(dict.fromkeys(commands))
     return manifest
 
 
-def stock_commands(closure: Closure, roots: dict[str, set[date]]) -> list[str]:
+def stock_commands(
+    closure: Closure, roots: dict[str, set[date]], source: str = BRONZE_TABLE
+) -> list[str]:
     """The stock restatements covering the same changes: per range of root days, one hull
-    from the earliest to the latest day any model's closure reaches."""
+    from the earliest to the latest day any model's closure reaches, restating what reads
+    ``source``."""
     commands = []
     for model, days in roots.items():
         for span in ranges(days):
             reached = closure.downstream({model: days_of([span])})
             every = [d for model_days in reached.values() for d in model_days]
             commands.append(
-                f"sqlmesh plan --restate-model {BRONZE_TABLE} "
-                f"--start {min(every)} --end {max(every)}"
+                f"sqlmesh plan --restate-model {source} --start {min(every)} --end {max(every)}"
             )
     return list(dict.fromkeys(commands))
 
 
 def advance_watermark(
-    spark: SparkSession, version: int, arrival_watermark: str | None, reason: str
+    spark: SparkSession,
+    version: int,
+    arrival_watermark: str | None,
+    reason: str,
+    source_versions: dict[str, int] | None = None,
 ) -> None:
-    """Record that prod reflects bronze up to ``version`` (-1: nothing yet)."""
+    """Record that prod reflects bronze up to ``version`` (-1: nothing yet), and the
+    dimensions' bronze tables up to ``source_versions`` (None or a missing table: never
+    recorded)."""
     ensure_watermark_table(spark)
     stamp = datetime.fromisoformat(arrival_watermark) if arrival_watermark else None
     spark.createDataFrame(
-        [(version, stamp, datetime.now(UTC), reason)],
+        [(version, stamp, datetime.now(UTC), reason, source_versions or None)],
         schema=spark.table(WATERMARK_TABLE).schema,
     ).write.format("delta").mode("append").saveAsTable(WATERMARK_TABLE)

@@ -258,6 +258,9 @@ def _read_manifest(manifest: dict[str, t.Any]) -> dict[str, t.Any]:
         **manifest,
         "arrival_watermark": stamp(manifest["arrival_watermark"]),
         "previous_watermark": stamp(manifest["previous_watermark"]),
+        # Rows logged before the dimensions' versions were: none recorded.
+        "source_versions": dict(manifest.get("source_versions") or {}),
+        "since_source_versions": dict(manifest.get("since_source_versions") or {}),
         **{
             key: _by_model(manifest[key], _iso_spans) or {}
             for key in ("impacted", "absorbed_by_next_run", "roots")

@@ -50,8 +50,15 @@ _MANIFEST = (
     "STRUCT<arrival_watermark: TIMESTAMP, previous_watermark: TIMESTAMP, bronze_version: BIGINT, "
     f"since_bronze_version: BIGINT, late_rows: BIGINT, impacted: MAP<STRING, {SPANS}>, "
     f"absorbed_by_next_run: MAP<STRING, {SPANS}>, reasons: MAP<STRING, STRING>, "
-    f"roots: MAP<STRING, {SPANS}>, stock_commands: ARRAY<STRING>>"
+    f"roots: MAP<STRING, {SPANS}>, stock_commands: ARRAY<STRING>, "
+    "source_versions: MAP<STRING, BIGINT>, since_source_versions: MAP<STRING, BIGINT>>"
 )
+# Fields added to the manifest struct after schema 2 (the dimensions' bronze versions), added
+# to an older log's struct by ``ensure_log`` (Delta adds nested fields in one commit).
+MANIFEST_FIELDS_ADDED = {
+    "source_versions": "MAP<STRING, BIGINT>",
+    "since_source_versions": "MAP<STRING, BIGINT>",
+}
 # Row count and exact column sums (decimal text: the measures' scales differ) per model.
 _TOTALS = "MAP<STRING, STRUCT<`rows`: BIGINT, sums: MAP<STRING, STRING>>>"
 _AUDIT = (
@@ -156,6 +163,7 @@ def ensure_log(spark: SparkSession) -> None:
     schema read, no Spark job: every append calls it."""
     if spark.catalog.tableExists(LOG_TABLE):
         _add_typed_columns(spark)
+        _add_manifest_fields(spark)
     else:
         spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
         spark.sql(LOG_DDL)
@@ -179,6 +187,24 @@ def _add_typed_columns(spark: SparkSession) -> None:
         # Another process may have migrated it first (a concurrent metadata commit, or the
         # columns exist by now): fine if the columns are there.
         if missing_columns(spark):
+            raise
+
+
+def missing_manifest_fields(spark: SparkSession) -> list[str]:
+    manifest = spark.table(LOG_TABLE).schema["manifest"].dataType
+    present = set(manifest.fieldNames())  # type: ignore[attr-defined]
+    return [name for name in MANIFEST_FIELDS_ADDED if name not in present]
+
+
+def _add_manifest_fields(spark: SparkSession) -> None:
+    missing = missing_manifest_fields(spark)
+    if not missing:
+        return
+    added = ", ".join(f"manifest.{name} {MANIFEST_FIELDS_ADDED[name]}" for name in missing)
+    try:
+        spark.sql(f"ALTER TABLE {LOG_TABLE} ADD COLUMNS ({added})")
+    except Exception:  # another process added them first
+        if missing_manifest_fields(spark):
             raise
 
 

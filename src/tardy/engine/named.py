@@ -23,7 +23,7 @@ from datetime import date, timedelta
 
 from tardy.engine import sqlmesh_api
 from tardy.engine.closure import Closure, ranges
-from tardy.engine.detect import Manifest, ensure_watermark_table, watermark
+from tardy.engine.detect import Manifest, ensure_watermark_table, source_watermarks, watermark
 from tardy.errors import InputError
 
 if t.TYPE_CHECKING:
@@ -60,12 +60,16 @@ def selected_models(context: Context, selection: Selection) -> list[str]:
     model (bronze) stands for the models that read it."""
     snapshots = sqlmesh_api.model_snapshots(context)
     fqns = sqlmesh_api.expand_selection(context, selection.models)
-    external = fqns - {s.name for s in snapshots}
-    named = [
-        s.model.name
-        for s in snapshots
-        if s.name in fqns or any(p.name in external for p in s.parents)
-    ]
+    # An external model (bronze) or a model without intervals (a view: a dimension) stands for
+    # the models that read it.
+    through = fqns - {s.name for s in snapshots}
+    named = []
+    for s in snapshots:  # upstream first
+        if s.name in fqns or any(p.name in through for p in s.parents):
+            if sqlmesh_api.has_intervals(s):
+                named.append(s.model.name)
+            else:
+                through.add(s.name)
     if not named:
         raise SelectionError(
             f"--model {' '.join(selection.models)} names no model of the project "
@@ -87,6 +91,7 @@ def manifest(context: Context, spark: SparkSession, selection: Selection) -> Man
     reached = closure.downstream(roots)
     ensure_watermark_table(spark)
     since, previous = watermark(spark)
+    sources = source_watermarks(spark)  # a named restatement moves neither watermark
     reasons = {model: f"named: {selection}" for model in models}
     for model in reached:
         if model not in reasons:
@@ -107,4 +112,6 @@ def manifest(context: Context, spark: SparkSession, selection: Selection) -> Man
             for model in models
         ],
         named=selection.as_dict(),
+        source_versions=sources,
+        since_source_versions=sources,
     )

@@ -212,7 +212,10 @@ def moves_watermark(manifest: dict[str, t.Any]) -> bool:
     """Whether promoting the manifest moves the arrival watermark: a detected restatement
     does (to the bronze version it read), a named one carries the watermark's own version."""
     since = manifest["since_bronze_version"]
-    return manifest["bronze_version"] != (-1 if since is None else since)
+    sources = manifest.get("source_versions") or {}
+    return manifest["bronze_version"] != (-1 if since is None else since) or sources != (
+        manifest.get("since_source_versions") or {}
+    )
 
 
 def _advance(spark: SparkSession, manifest: Manifest, reason: str) -> bool:
@@ -221,7 +224,13 @@ def _advance(spark: SparkSession, manifest: Manifest, reason: str) -> bool:
     restatement's (it does not move it)."""
     if any(manifest.absorbed_by_next_run.values()) or not moves_watermark(manifest.as_dict()):
         return False
-    advance_watermark(spark, manifest.bronze_version, manifest.arrival_watermark, reason)
+    advance_watermark(
+        spark,
+        manifest.bronze_version,
+        manifest.arrival_watermark,
+        reason,
+        manifest.source_versions,
+    )
     return True
 
 
@@ -478,6 +487,7 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
             manifest["bronze_version"],
             manifest["arrival_watermark"],
             f"restatement {restatement_id}: {entry['reason']}",
+            manifest["source_versions"],
         )
     log.append(
         spark,
@@ -683,6 +693,7 @@ def _discard_promoting(context: Context, spark: SparkSession, restatement_id: st
             -1 if since is None else since,
             manifest["previous_watermark"],
             f"discard of restatement {restatement_id}",
+            manifest["since_source_versions"],
         )
     drop_stage(context, spark)
     restored = ", ".join(f"{model} to version {before[model]}" for model in after)
@@ -774,6 +785,7 @@ def _rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str
             -1 if since is None else since,
             entry["manifest"]["previous_watermark"],
             f"rollback of restatement {restatement_id}: {reason}",
+            entry["manifest"]["since_source_versions"],
         )
     log.append(
         spark,

@@ -62,6 +62,12 @@ def parent_names(snapshot: Snapshot, snapshots: t.Iterable[Snapshot]) -> list[st
     return [names[p.name] for p in snapshot.parents if p.name in names]
 
 
+def has_intervals(snapshot: Snapshot) -> bool:
+    """Whether the model is computed by time intervals (what tardy stages and promotes); a
+    view (a dimension) is not: it is always current."""
+    return snapshot.model.time_column is not None
+
+
 def time_column(snapshot: Snapshot) -> str:
     return snapshot.model.time_column.column.name
 

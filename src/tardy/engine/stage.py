@@ -200,4 +200,5 @@ def drop_stage(context: Context, spark: SparkSession) -> None:
     written into it)."""
     environment.drop(spark)
     for snapshot in sqlmesh_api.model_snapshots(context):
-        delta.drop(spark, sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False)))
+        if sqlmesh_api.has_intervals(snapshot):  # a view is never staged
+            delta.drop(spark, sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False)))
