@@ -103,6 +103,19 @@ def test_lines_bom_crlf_and_copies(tmp_path: Path) -> None:
     assert oracle.store_quarantine(tmp_path).empty
 
 
+def test_only_newline_ends_a_line(tmp_path: Path) -> None:
+    """A lone CR or a U+2028 inside a line does not split it (line numbers = record ids)."""
+    one = json.dumps(change(1, "2026-01-01T00:00:00Z")).encode()
+    two = json.dumps(change(2, "2026-01-01T00:00:00Z", "north\u2028east"), ensure_ascii=False)
+    data = one + b"\r" + one + b"\n" + two.encode() + b"\n"
+    folder = tmp_path / "store_master" / f"arrival_ts={A1}"
+    folder.mkdir(parents=True)
+    (folder / "s.jsonl").write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    assert oracle.store_quarantine(tmp_path).values.tolist() == [[f"{sha}:1", "invalid_json"]]
+    assert versions(tmp_path) == [(2, ts("2026-01-01"), None, "north\u2028east")]
+
+
 INVALID = [
     ("not json", "invalid_json"),
     ("[1, 2]", "invalid_json"),
