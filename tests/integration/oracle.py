@@ -55,9 +55,12 @@ def _ts(value: object) -> datetime | None:
 
 
 def records(files: Iterable[Path], landing: Path) -> pd.DataFrame:
-    """One row per landing line: validity, key, typed fields, arrival."""
+    """One row per sales landing line: validity, key, typed fields, arrival (store changes,
+    under ``store_master/``, are not sales: ``store_changes`` reads them)."""
     rows = []
     for path in files:
+        if path.relative_to(landing).parts[0] == STORE_SOURCE:
+            continue
         data = path.read_bytes()
         sha = hashlib.sha256(data).hexdigest()
         arrival = _arrival(path.relative_to(landing))
