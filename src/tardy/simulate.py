@@ -133,6 +133,8 @@ DEFAULT_START = date(2026, 1, 1)
 
 POS_SOURCE = "pos"
 PARTNER_SOURCE = "partner"
+STORE_MASTER_SOURCE = "store_master"
+STORE_CHANGES_NAME = "store-changes.jsonl"
 POS_BATCH_NAME = "pos-batch.jsonl"
 ARRIVAL_DIR_PREFIX = "arrival_ts="
 SLOT_HOURS = 6
