@@ -461,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--no-partner-resend", dest="partner_resend", action="store_const", const=False
     )
+    sim.add_argument("--no-store-changes", dest="store_changes", action="store_const", const=False)
     sim.add_argument(
         "--through", type=_utc, help="delivery cutoff (ISO time, UTC): later batches wait"
     )
