@@ -194,6 +194,13 @@ def test_corrections_change_the_region_and_arrive_after_the_original(run: Run) -
 
 def test_invalid_records_carry_a_spec_reason(run: Run) -> None:
     judged = Counter(_invalid(c.obj) for c in run.changes)
+    first_path = {}
+    for change in run.changes:
+        first_path.setdefault(change.obj["change_id"], change.path)
+    for change in run.changes:
+        if _invalid(change.obj):  # in the file of the change it goes with: <id>-X1 / <id>-X2
+            assert change.obj["change_id"][-3:] in ("-X1", "-X2")
+            assert change.path == first_path[change.obj["change_id"][:-3]]
     assert judged["unknown_store"] == run.counts["store_invalid_unknown_store"]
     assert judged["missing_effective_ts"] == run.counts["store_invalid_missing_effective_ts"]
     for change in run.changes:
