@@ -59,7 +59,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     context = open_context(args.gateway, load=False, progress_to_stderr=args.json)
     home = activate()
-    with err.status("Ingesting into bronze.pos_events"):
+    with err.status("Ingesting into bronze.pos_events and bronze.store_changes"):
         result = ingest(
             spark_of(context), home.landing, [Path(p) for p in args.paths], strict=False
         )
@@ -74,7 +74,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not args.json:
         console.print(
             f"Ingested {result.files_ingested} files, {result.rows:,} rows "
-            f"({result.rows_with_parse_error} unparseable lines kept for quarantine); "
+            f"({', '.join(f'{t}: {n:,}' for t, n in result.rows_by_table.items())}; "
+            f"{result.rows_with_parse_error} unparseable lines kept for quarantine); "
             f"skipped {result.files_skipped} files already ingested."
         )
     return 0
@@ -460,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--no-partner-resend", dest="partner_resend", action="store_const", const=False
     )
+    sim.add_argument("--no-store-changes", dest="store_changes", action="store_const", const=False)
     sim.add_argument(
         "--through", type=_utc, help="delivery cutoff (ISO time, UTC): later batches wait"
     )
@@ -467,7 +469,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--json", action="store_true")
     sim.set_defaults(func=cmd_simulate)
 
-    ing = sub.add_parser("ingest", help="append new landing files to bronze.pos_events")
+    ing = sub.add_parser(
+        "ingest", help="append new landing files to bronze.pos_events / bronze.store_changes"
+    )
     ing.add_argument("paths", nargs="*", help="files or folders (default: the whole landing)")
     ing.add_argument("--json", action="store_true")
     ing.set_defaults(func=cmd_ingest)

@@ -1,22 +1,30 @@
-"""Bronze ingestion: landing JSON-lines files -> the append-only Delta table ``bronze.pos_events``.
+"""Bronze ingestion: landing JSON-lines files -> the append-only Delta tables of bronze.
 
 The landing contract: ``<landing>/<source_system>/arrival_ts=<YYYYMMDDTHHMMSSZ>/<name>.jsonl``.
+The source system (the first folder under the landing root) picks the bronze table
+(``table_of``): ``store_master`` files are store changes, appended to
+``bronze.store_changes``; every other source system is sales (``pos``, ``partner``, ...),
+appended to ``bronze.pos_events``. Each table is described by one ``BronzeTable`` (name,
+record fields, the one field also parsed as a timestamp); both share everything below.
+
 Each line becomes one bronze row, whatever it holds: a line that is not a JSON object is kept
 with ``parse_error`` set (silver quarantines it), never dropped. Record fields are kept as
-their JSON text, so ingestion never has to judge a value; only ``event_ts`` is also parsed.
+their JSON text, so ingestion never has to judge a value; only ``event_ts`` (sales) and
+``effective_ts`` (store changes) are also parsed, their text kept in ``<field>_raw``.
 
 A file is identified by the SHA-256 of its content: a file already in bronze (or in the
-ledger ``bronze.ingest_ledger``) is skipped, so ingesting twice is a no-op. Bronze is written
-first and the ledger second; a crash between the two leaves the file recognised as ingested
-through bronze's own ``file_sha256`` column. The bronze commit is an insert-only MERGE on
-(file, line), so two ingests of the same files at once cannot both commit them: Delta's
-optimistic concurrency refuses the second, which drops the files the first committed and
-retries (``docs/concurrency.md``). Both tables are Delta ``appendOnly``: Delta
-itself refuses any UPDATE or DELETE on them. Bronze also has Delta's change data feed on, so
+ledger ``bronze.ingest_ledger``, shared by both tables) is skipped, so ingesting twice is a
+no-op. Each commit writes the files of one bronze table: bronze first and the ledger second;
+a crash between the two leaves the file recognised as ingested through bronze's own
+``file_sha256`` column. The bronze commit is an insert-only MERGE on (file, line), so two
+ingests of the same files at once cannot both commit them: Delta's optimistic concurrency
+refuses the second, which drops the files the first committed and retries
+(``docs/concurrency.md``). Every table here is Delta ``appendOnly``: Delta itself refuses any
+UPDATE or DELETE on them. The bronze tables also have Delta's change data feed on, so
 ``tardy detect`` reads only the rows added since its watermark (``table_changes``).
 
-Each bronze commit is preceded by the commit of its rows' entries in the key index
-``bronze.pos_event_keys`` (``tardy.key_index``), which lets silver read only the bronze
+Each ``bronze.pos_events`` commit is preceded by the commit of its rows' entries in the key
+index ``bronze.pos_event_keys`` (``tardy.key_index``), which lets silver read only the bronze
 partitions that hold a key's records; a data home whose bronze predates the index gets it
 built from bronze by the first ``tardy ingest`` (``ensure_key_index``, idempotent).
 
@@ -45,14 +53,15 @@ from pathlib import Path
 
 import pandas as pd
 from delta.exceptions import ConcurrentAppendException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from tardy.errors import InputError
 from tardy.key_index import append_key_index, ensure_key_index
-from tardy.simulate import ARRIVAL_DIR_PREFIX, parse_arrival_dir
+from tardy.simulate import ARRIVAL_DIR_PREFIX, STORE_MASTER_SOURCE, parse_arrival_dir
 from tardy.sql import date_list
 
 BRONZE_TABLE = "bronze.pos_events"
+STORE_CHANGES_TABLE = "bronze.store_changes"
 ROWS_PER_COMMIT = 1_000_000
 COMMIT_ATTEMPTS = 5  # per batch, against concurrent ingests (each retry drops their files)
 # The longest line ingest accepts (one bronze row, held whole in the driver, Arrow and the
@@ -61,44 +70,103 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 UTF8_BOM = b"\xef\xbb\xbf"
 LEDGER_TABLE = "bronze.ingest_ledger"
 _BATCH_VIEW = "_tardy_ingest_batch"
-FIELDS = (
-    "transaction_id",
-    "record_type",
-    "store_id",
-    "product_id",
-    "quantity",
-    "unit_price",
-    "discount",
-    "event_ts",
-    "corrects_transaction_id",
+# The columns every bronze table opens with (before its timestamp, raw_record, parse_error).
+_META_COLUMNS = (
+    "record_id STRING NOT NULL",
+    "source_system STRING NOT NULL",
+    "source_file STRING NOT NULL",
+    "file_sha256 STRING NOT NULL",
+    "line_number INT NOT NULL",
+    "ingestion_id STRING NOT NULL",
+    "ingested_at TIMESTAMP NOT NULL",
+    "arrival_ts TIMESTAMP NOT NULL",
+    "arrival_date DATE NOT NULL",
 )
-BRONZE_DDL = f"""
-CREATE TABLE IF NOT EXISTS {BRONZE_TABLE} (
-  record_id STRING NOT NULL,
-  source_system STRING NOT NULL,
-  source_file STRING NOT NULL,
-  file_sha256 STRING NOT NULL,
-  line_number INT NOT NULL,
-  ingestion_id STRING NOT NULL,
-  ingested_at TIMESTAMP NOT NULL,
-  arrival_ts TIMESTAMP NOT NULL,
-  arrival_date DATE NOT NULL,
-  event_ts TIMESTAMP,
-  raw_record STRING NOT NULL,
-  parse_error STRING,
-  transaction_id STRING,
-  record_type STRING,
-  store_id STRING,
-  product_id STRING,
-  quantity STRING,
-  unit_price STRING,
-  discount STRING,
-  event_ts_raw STRING,
-  corrects_transaction_id STRING
-) USING delta
-PARTITIONED BY (arrival_date)
-TBLPROPERTIES ('delta.appendOnly' = 'true', 'delta.enableChangeDataFeed' = 'true')
-"""
+
+
+@dataclass(frozen=True)
+class BronzeTable:
+    """One append-only bronze table and the landing records it holds.
+
+    Its columns: ``_META_COLUMNS``, then ``<ts_field> TIMESTAMP`` (the record's ``ts_field``
+    parsed by ``parse_event_ts``), ``raw_record``, ``parse_error``, then one STRING column per
+    record field in ``fields`` order, holding the field's JSON text; the ``ts_field`` column
+    of that list is named ``<ts_field>_raw``. ``key_index``: its rows are indexed in
+    ``bronze.pos_event_keys`` (``tardy.key_index``) before each commit.
+    """
+
+    name: str
+    fields: tuple[str, ...]
+    ts_field: str
+    key_index: bool = False
+
+    def column(self, field_name: str) -> str:
+        return f"{field_name}_raw" if field_name == self.ts_field else field_name
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Column names in DDL order (``_rows`` yields its tuples in this order)."""
+        meta = tuple(c.split(" ", 1)[0] for c in _META_COLUMNS)
+        return (*meta, self.ts_field, "raw_record", "parse_error", *map(self.column, self.fields))
+
+    @property
+    def ddl(self) -> str:
+        columns = [
+            *_META_COLUMNS,
+            f"{self.ts_field} TIMESTAMP",
+            "raw_record STRING NOT NULL",
+            "parse_error STRING",
+            *(f"{self.column(name)} STRING" for name in self.fields),
+        ]
+        body = ",\n".join(f"  {column}" for column in columns)
+        return (
+            f"\nCREATE TABLE IF NOT EXISTS {self.name} (\n{body}\n) USING delta\n"
+            "PARTITIONED BY (arrival_date)\n"
+            "TBLPROPERTIES ('delta.appendOnly' = 'true', 'delta.enableChangeDataFeed' = 'true')\n"
+        )
+
+
+POS_EVENTS = BronzeTable(
+    BRONZE_TABLE,
+    (
+        "transaction_id",
+        "record_type",
+        "store_id",
+        "product_id",
+        "quantity",
+        "unit_price",
+        "discount",
+        "event_ts",
+        "corrects_transaction_id",
+    ),
+    ts_field="event_ts",
+    key_index=True,
+)
+STORE_CHANGES = BronzeTable(
+    STORE_CHANGES_TABLE,
+    (
+        "store_id",
+        "effective_ts",
+        "region",
+        "format",
+        "manager",
+        "change_id",
+        "is_correction",
+    ),
+    ts_field="effective_ts",
+)
+BRONZE_TABLES = (POS_EVENTS, STORE_CHANGES)
+FIELDS = POS_EVENTS.fields
+BRONZE_DDL = POS_EVENTS.ddl
+STORE_CHANGES_DDL = STORE_CHANGES.ddl
+
+
+def table_of(source_system: str) -> BronzeTable:
+    """The bronze table of a source system: ``store_master`` files are store changes, every
+    other source system is sales."""
+    return STORE_CHANGES if source_system == STORE_MASTER_SOURCE else POS_EVENTS
+
+
 LEDGER_DDL = f"""
 CREATE TABLE IF NOT EXISTS {LEDGER_TABLE} (
   file_sha256 STRING NOT NULL,
@@ -159,6 +227,10 @@ class IngestResult:
     ingested: list[dict[str, object]] = field(default_factory=list)
     files_refused: int = 0
     refused: list[dict[str, str]] = field(default_factory=list)
+    # Rows appended per bronze table (every table, 0 when none): ``rows`` is their sum.
+    rows_by_table: dict[str, int] = field(
+        default_factory=lambda: {table.name: 0 for table in BRONZE_TABLES}
+    )
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -166,7 +238,8 @@ class IngestResult:
 
 def ensure_tables(spark: SparkSession) -> None:
     spark.sql("CREATE SCHEMA IF NOT EXISTS bronze")
-    spark.sql(BRONZE_DDL)
+    for table in BRONZE_TABLES:
+        spark.sql(table.ddl)
     spark.sql(LEDGER_DDL)
     ensure_key_index(spark, BRONZE_TABLE)  # before any append: it must cover all of bronze
 
@@ -347,8 +420,10 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return record
 
 
-def parse_line(line: str) -> tuple[dict[str, str | None], str | None]:
-    """The record's fields as text, and a parse error (None when the line is a JSON object).
+def parse_line(
+    line: str, fields: Sequence[str] = FIELDS
+) -> tuple[dict[str, str | None], str | None]:
+    """The record's ``fields`` as text, and a parse error (None when the line is a JSON object).
 
     Strict RFC 8259: ``NaN``/``Infinity``, duplicate keys (which value counts differs
     between parsers) and unpaired surrogates (no UTF-8 text holds them) are errors, and so
@@ -370,11 +445,11 @@ def parse_line(line: str) -> tuple[dict[str, str | None], str | None]:
         return {}, "invalid JSON: nested too deeply"
     if not isinstance(record, dict):
         return {}, f"not a JSON object: {type(record).__name__}"
-    fields = {name: _text(record.get(name)) for name in FIELDS}
-    for name, value in fields.items():
+    texts = {name: _text(record.get(name)) for name in fields}
+    for name, value in texts.items():
         if value is not None and not _is_utf8(value):
             return {}, f"invalid JSON: {name} holds an unpaired surrogate escape"
-    return fields, None
+    return texts, None
 
 
 def _is_utf8(text: str) -> bool:
@@ -385,22 +460,25 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def parse_landing_line(line: bytes) -> tuple[str, dict[str, str | None], str | None]:
-    """One line of a landing file: its text, its fields and its parse error (``_rows``)."""
+def parse_landing_line(
+    line: bytes, fields: Sequence[str] = FIELDS
+) -> tuple[str, dict[str, str | None], str | None]:
+    """One line of a landing file: its text, its ``fields`` and its parse error (``_rows``)."""
     text, error = decode_line(line)
     if error is not None:
         return text, {}, error
     if not text.strip():
         return text, {}, "blank line"
-    fields, error = parse_line(text)
-    return text, fields, error
+    texts, error = parse_line(text, fields)
+    return text, texts, error
 
 
 def _rows(
     landing_file: LandingFile, ingestion_id: str, ingested_at: datetime
 ) -> list[tuple[object, ...]]:
-    """The file's bronze rows; ``FileRefused`` when it changed since it was hashed or has a
-    line too long (then nothing of it is written)."""
+    """The file's rows of its bronze table (``table_of``), in the table's column order;
+    ``FileRefused`` when it changed since it was hashed or has a line too long (then nothing
+    of it is written)."""
     data = read_landing_file(landing_file.path)
     digest = hashlib.sha256(data).hexdigest()
     if digest != landing_file.sha256:
@@ -417,10 +495,10 @@ def _rows(
     arrival = arrival.astimezone(UTC).replace(tzinfo=None) if arrival.tzinfo else arrival
     arrival_date: date = arrival.date()
     ingested = ingested_at.astimezone(UTC).replace(tzinfo=None)
+    table = table_of(landing_file.source_system)
     rows = []
     for number, line in enumerate(lines, start=1):
-        text, fields, error = parse_landing_line(line)
-        event_raw = fields.get("event_ts")
+        text, fields, error = parse_landing_line(line, table.fields)
         rows.append(
             (
                 f"{landing_file.sha256}:{number}",
@@ -432,27 +510,27 @@ def _rows(
                 ingested,
                 arrival,
                 arrival_date,
-                parse_event_ts(event_raw),
+                parse_event_ts(fields.get(table.ts_field)),
                 text,
                 error,
-                fields.get("transaction_id"),
-                fields.get("record_type"),
-                fields.get("store_id"),
-                fields.get("product_id"),
-                fields.get("quantity"),
-                fields.get("unit_price"),
-                fields.get("discount"),
-                event_raw,
-                fields.get("corrects_transaction_id"),
+                *(fields.get(name) for name in table.fields),
             )
         )
     return rows
 
 
+def _ledger_and_bronze(spark: SparkSession, *columns: str) -> DataFrame:
+    """``columns`` of the ledger and of every bronze table, one union (duplicates kept)."""
+    union = spark.table(LEDGER_TABLE).select(*columns)
+    for table in BRONZE_TABLES:
+        union = union.union(spark.table(table.name).select(*columns))
+    return union
+
+
 def ingested_hashes(spark: SparkSession) -> set[str]:
-    ledger = spark.table(LEDGER_TABLE).select("file_sha256")
-    bronze = spark.table(BRONZE_TABLE).select("file_sha256")
-    return {row.file_sha256 for row in ledger.union(bronze).distinct().collect()}
+    """The content hashes of every file in the ledger or in any bronze table."""
+    frame = _ledger_and_bronze(spark, "file_sha256").distinct()
+    return {row.file_sha256 for row in frame.collect()}
 
 
 @dataclass
@@ -464,11 +542,9 @@ class _Ingested:
 
     @classmethod
     def read(cls, spark: SparkSession) -> _Ingested:
-        columns = ("file_sha256", "source_file", "arrival_ts")
-        ledger = spark.table(LEDGER_TABLE).select(*columns)
-        bronze = spark.table(BRONZE_TABLE).select(*columns)
+        frame = _ledger_and_bronze(spark, "file_sha256", "source_file", "arrival_ts")
         known = cls()
-        for row in ledger.union(bronze).distinct().orderBy("arrival_ts", "source_file").collect():
+        for row in frame.distinct().orderBy("arrival_ts", "source_file").collect():
             known.add(row.file_sha256, row.source_file)
         return known
 
@@ -521,16 +597,17 @@ def ingest(
             known.add(candidate.sha256, candidate.source_file)
             todo.append(candidate)
 
-    batch: list[LandingFile] = []
-    batch_rows = 0
-    for landing_file in todo:
-        batch.append(landing_file)
-        batch_rows += landing_file.path.stat().st_size // 150  # rough line estimate
-        if batch_rows >= ROWS_PER_COMMIT:
-            _append(spark, batch, result, ingested_at)
-            batch, batch_rows = [], 0
-    if batch:
-        _append(spark, batch, result, ingested_at)
+    for table in BRONZE_TABLES:  # each commit writes one table: its files, then their ledger
+        batch: list[LandingFile] = []
+        batch_rows = 0
+        for landing_file in (f for f in todo if table_of(f.source_system) is table):
+            batch.append(landing_file)
+            batch_rows += landing_file.path.stat().st_size // 150  # rough line estimate
+            if batch_rows >= ROWS_PER_COMMIT:
+                _append(spark, table, batch, result, ingested_at)
+                batch, batch_rows = [], 0
+        if batch:
+            _append(spark, table, batch, result, ingested_at)
     if result.refused and strict:
         raise FilesRefused(result)
     return result
@@ -553,9 +630,14 @@ def _skip(result: IngestResult, landing_file: LandingFile, duplicate_of: str = "
 
 
 def _append(
-    spark: SparkSession, files: list[LandingFile], result: IngestResult, ingested_at: datetime
+    spark: SparkSession,
+    table: BronzeTable,
+    files: list[LandingFile],
+    result: IngestResult,
+    ingested_at: datetime,
 ) -> None:
-    """One bronze commit (whole files only), then their ledger entries.
+    """One commit to the bronze ``table`` (whole files, all of that table), then their ledger
+    entries.
 
     The commit is an insert-only MERGE, not a blind append: Delta's optimistic concurrency
     lets two blind appends of the same file both commit (rows twice, forever, in an
@@ -566,7 +648,7 @@ def _append(
     """
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         try:
-            _commit(spark, files, result, ingested_at)
+            _commit(spark, table, files, result, ingested_at)
             return
         except Exception as error:
             if not _is_concurrent_append(error) or attempt == COMMIT_ATTEMPTS:
@@ -593,7 +675,11 @@ def _is_concurrent_append(error: Exception) -> bool:
 
 
 def _commit(
-    spark: SparkSession, files: list[LandingFile], result: IngestResult, ingested_at: datetime
+    spark: SparkSession,
+    table: BronzeTable,
+    files: list[LandingFile],
+    result: IngestResult,
+    ingested_at: datetime,
 ) -> None:
     rows: list[tuple[object, ...]] = []
     ledger: list[tuple[object, ...]] = []
@@ -617,10 +703,12 @@ def _commit(
                 ingested_at.astimezone(UTC).replace(tzinfo=None),
             )
         )
-        ingested.append({"source_file": landing_file.source_file, "rows": len(file_rows)})
+        ingested.append(
+            {"source_file": landing_file.source_file, "rows": len(file_rows), "table": table.name}
+        )
     if not ledger:
         return
-    schema = spark.table(BRONZE_TABLE).schema  # `_rows` yields in the DDL's column order
+    schema = spark.table(table.name).schema  # `_rows` yields in the DDL's column order
     frame = pd.DataFrame.from_records(rows, columns=schema.fieldNames())
 
     if rows:  # else only empty files: their ledger entries, no bronze commit
@@ -630,11 +718,12 @@ def _commit(
         bronze.createOrReplaceTempView(_BATCH_VIEW)
         arrival_dates = date_list("b.arrival_date", set(frame["arrival_date"]))
         try:
-            append_key_index(spark, _BATCH_VIEW)
+            if table.key_index:
+                append_key_index(spark, _BATCH_VIEW)
             # SQL rather than the DeltaTable API: it also runs over Spark Connect, whose
             # server would otherwise need Delta's Connect plugins (docs/cluster.md).
             spark.sql(
-                f"MERGE INTO {BRONZE_TABLE} AS b USING {_BATCH_VIEW} AS s "
+                f"MERGE INTO {table.name} AS b USING {_BATCH_VIEW} AS s "
                 f"ON {arrival_dates} AND b.file_sha256 = s.file_sha256 "
                 "AND b.line_number = s.line_number "
                 "WHEN NOT MATCHED THEN INSERT *"
@@ -645,5 +734,6 @@ def _commit(
     entries.write.format("delta").mode("append").saveAsTable(LEDGER_TABLE)
     result.ingested += ingested
     result.rows += len(frame)
+    result.rows_by_table[table.name] += len(frame)
     result.rows_with_parse_error += int(frame["parse_error"].notna().sum())
     result.files_ingested += len(ledger)

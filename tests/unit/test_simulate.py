@@ -17,6 +17,7 @@ from tardy.simulate import (
     DEFAULT_START,
     INVALID_REASONS,
     KINDS,
+    STORE_KINDS,
     UNIT_PRICE_CENTS,
     SimulationConfig,
     SimulationResult,
@@ -28,7 +29,7 @@ from tardy.simulate import (
 SMALL = SimulationConfig(stores=3, days=21, transactions_per_store_day=80)
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
-PATH_RE = re.compile(r"(pos|partner)/arrival_ts=\d{8}T\d{6}Z/[A-Za-z0-9._-]+\.jsonl")
+PATH_RE = re.compile(r"(pos|partner|store_master)/arrival_ts=\d{8}T\d{6}Z/[A-Za-z0-9._-]+\.jsonl")
 TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 MONEY_RE = re.compile(r'"unit_price":\d+\.\d{2},"discount":\d+\.\d{2},')
 KEYS = [
@@ -98,9 +99,12 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 
 
 def _load(root: Path) -> list[Landed]:
+    """The sales lines (sources ``pos`` and ``partner``; ``store_master`` is not sales)."""
     landed = []
     for rel in sorted(_snapshot(root)):
         source, folder, _ = rel.split("/")
+        if source == "store_master":
+            continue
         arrival = parse_arrival_dir(folder)
         text = (root / rel).read_text(encoding="utf-8")
         for number, line in enumerate(text.split("\n")[:-1], 1):
@@ -151,13 +155,19 @@ def test_result_totals(small: Run) -> None:
     result = small.result
     assert result.files_written == len(small.files) > 21 * 4 * 0.9
     assert result.files_existing == 0
-    assert result.records == len(small.landed)
-    assert set(result.counts) == set(KINDS)
+    store_lines = sum(
+        data.count(b"\n") for path, data in small.files.items() if path.startswith("store_master/")
+    )
+    assert store_lines > 0
+    assert result.records == len(small.landed) + store_lines
+    assert set(result.counts) == set(KINDS) | set(STORE_KINDS)
     sale_kinds = ("on_time", "late_hours", "late_days", "late_weeks")
     sales = sum(result.counts[k] for k in sale_kinds)
     other = ("duplicate", "correction", "void", "partner_resend")
     invalid = sum(result.counts[f"invalid_{r}"] for r in INVALID_REASONS)
-    assert result.records == sales + sum(result.counts[k] for k in other) + invalid
+    assert len(small.landed) == sales + sum(result.counts[k] for k in other) + invalid
+    # Every store record has exactly one kind, but store_out_of_order (a property).
+    assert store_lines == sum(result.counts[k] for k in STORE_KINDS if k != "store_out_of_order")
     assert result.first_day == date(2026, 1, 1)
     assert result.last_day == date(2026, 1, 21)
     as_dict = json.loads(json.dumps(result.as_dict()))
