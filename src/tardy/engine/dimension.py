@@ -99,15 +99,19 @@ def dimensions(context: Context, snapshots: list[Snapshot]) -> list[Dimension]:
         valid_from, _, valid_to = (part.strip() for part in tag.partition(","))
         key = tuple(c for c in sqlmesh_api.grain(snapshot) if c != valid_from)
         sources = tuple(
-            sqlmesh_api.spark_name(parent.name)
-            for parent in snapshot.parents
-            if parent.name not in by_fqn
+            _plain_name(parent.name) for parent in snapshot.parents if parent.name not in by_fqn
         )
         children = tuple(
             other for other in snapshots if snapshot.name in {p.name for p in other.parents}
         )
         out.append(Dimension(snapshot, key, valid_from, valid_to, sources, children))
     return out
+
+
+def _plain_name(table: str | exp.Table) -> str:
+    """``schema.table``, the way the watermark records a bronze table."""
+    table = exp.to_table(table) if isinstance(table, str) else table
+    return f"{table.db}.{table.name}"
 
 
 def columns_read(child: Snapshot, parent: Snapshot) -> set[str]:
@@ -136,12 +140,9 @@ def bootstrap_version(spark: SparkSession, source: str, children: t.Iterable[str
         spark.sql(f"DESCRIBE HISTORY {child}").agg({"timestamp": "min"}).first()[0]
         for child in children
     ]
-    stamp = min(created)
-    row = spark.sql(
-        f"SELECT MAX(version) AS v FROM (DESCRIBE HISTORY {source}) "
-        f"WHERE timestamp <= TIMESTAMP'{stamp.isoformat(sep=' ')}'"
-    ).first()
-    return None if row is None or row.v is None else int(row.v)
+    history = spark.sql(f"DESCRIBE HISTORY {source}")  # a command: filtered as a DataFrame
+    row = history.where(history.timestamp <= min(created)).agg({"version": "max"}).first()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def _at_versions(query: exp.Query, versions: dict[str, int | None]) -> exp.Query | None:
@@ -151,7 +152,7 @@ def _at_versions(query: exp.Query, versions: dict[str, int | None]) -> exp.Query
         return None
     query = query.copy()
     for table in query.find_all(exp.Table):
-        name = sqlmesh_api.spark_name(exp.table_(table.name, table.db).sql("spark"))
+        name = _plain_name(table)
         if name in versions:
             table.set(
                 "version",
