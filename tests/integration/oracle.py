@@ -54,10 +54,16 @@ def _ts(value: object) -> datetime | None:
     return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
 
 
+STORE_MASTER = "store_master"  # store changes: not sales (bronze.store_changes)
+
+
 def records(files: Iterable[Path], landing: Path) -> pd.DataFrame:
-    """One row per landing line: validity, key, typed fields, arrival."""
+    """One row per sales landing line: validity, key, typed fields, arrival. Files of the
+    ``store_master`` source system (store changes, not sales) are left out."""
     rows = []
     for path in files:
+        if path.relative_to(landing).parts[0] == STORE_MASTER:
+            continue
         data = path.read_bytes()
         sha = hashlib.sha256(data).hexdigest()
         arrival = _arrival(path.relative_to(landing))

@@ -112,6 +112,9 @@ def child() -> None:
     out["pos"] = rows(BRONZE_TABLE)
     out["ledger"] = rows(LEDGER_TABLE)
     out["columns"] = spark.table(STORE_CHANGES_TABLE).columns
+    out["types"] = {
+        f.name: f.dataType.simpleString() for f in spark.table(STORE_CHANGES_TABLE).schema
+    }
     detail = spark.sql(f"DESCRIBE DETAIL {STORE_CHANGES_TABLE}").first()
     out["partition_columns"] = list(detail.partitionColumns)
     out["properties"] = dict(detail.properties)
@@ -131,6 +134,16 @@ def child() -> None:
     out["cli"] = {"code": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()[-2000:]}
     out["counts_after"] = {t: count(t) for t in (STORE_CHANGES_TABLE, BRONZE_TABLE, LEDGER_TABLE)}
     print(json.dumps(out))
+
+
+def declared_columns(name: str) -> dict[str, str]:
+    """A table's columns and types as external_models.yaml declares them."""
+    from ruamel.yaml import YAML
+
+    from tardy.home import project_root
+
+    models = YAML(typ="safe").load((project_root() / "external_models.yaml").read_text())
+    return next(m["columns"] for m in models if m["name"] == name)
 
 
 def _sha(path: Path) -> str:
@@ -181,6 +194,7 @@ def test_store_changes_and_sales_land_in_their_own_tables(tmp_path: Path) -> Non
 
     # bronze.store_changes: exactly the spec's columns, one row per store_master line.
     assert out["columns"] == SPEC_COLUMNS
+    assert out["types"] == declared_columns("bronze.store_changes")
     assert out["partition_columns"] == ["arrival_date"]
     assert out["properties"].get("delta.appendOnly") == "true"
     assert out["properties"].get("delta.enableChangeDataFeed") == "true"
