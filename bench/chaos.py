@@ -166,9 +166,11 @@ def _landing_lines(landing: Path) -> Counter[tuple[str, int]]:
 
 
 def _bronze_lines(spark: t.Any) -> Counter[tuple[str, int]]:
-    rows = spark.sql(
-        "SELECT source_file, line_number, COUNT(*) AS n FROM bronze.pos_events "
-        "GROUP BY source_file, line_number"
+    rows = spark.sql(  # sales in bronze.pos_events, store_master files in bronze.store_changes
+        "SELECT source_file, line_number, COUNT(*) AS n FROM ("
+        "SELECT source_file, line_number FROM bronze.pos_events UNION ALL "
+        "SELECT source_file, line_number FROM bronze.store_changes"
+        ") GROUP BY source_file, line_number"
     ).collect()
     return Counter({(r.source_file, int(r.line_number)): int(r.n) for r in rows})
 

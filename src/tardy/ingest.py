@@ -681,33 +681,15 @@ def _commit(
     result: IngestResult,
     ingested_at: datetime,
 ) -> None:
-    rows: list[tuple[object, ...]] = []
-    ledger: list[tuple[object, ...]] = []
-    ingested: list[dict[str, object]] = []
+    read: list[tuple[LandingFile, list[tuple[object, ...]]]] = []
     for landing_file in files:
         try:
-            file_rows = _rows(landing_file, result.ingestion_id, ingested_at)
+            read.append((landing_file, _rows(landing_file, result.ingestion_id, ingested_at)))
         except FileRefused as refusal:  # nothing of it is written; the others are
             _refuse(result, refusal)
-            continue
-        rows.extend(file_rows)
-        arrival = landing_file.arrival_ts or ingested_at
-        ledger.append(
-            (
-                landing_file.sha256,
-                landing_file.source_system,
-                landing_file.source_file,
-                arrival.astimezone(UTC).replace(tzinfo=None),
-                len(file_rows),
-                result.ingestion_id,
-                ingested_at.astimezone(UTC).replace(tzinfo=None),
-            )
-        )
-        ingested.append(
-            {"source_file": landing_file.source_file, "rows": len(file_rows), "table": table.name}
-        )
-    if not ledger:
+    if not read:
         return
+    rows = [row for _, file_rows in read for row in file_rows]
     schema = spark.table(table.name).schema  # `_rows` yields in the DDL's column order
     frame = pd.DataFrame.from_records(rows, columns=schema.fieldNames())
 
@@ -716,24 +698,66 @@ def _commit(
         bronze = spark.createDataFrame(frame, schema=schema)
         # The key index first: a crash before the bronze commit leaves only extra index rows.
         bronze.createOrReplaceTempView(_BATCH_VIEW)
-        arrival_dates = date_list("b.arrival_date", set(frame["arrival_date"]))
+        dates = set(frame["arrival_date"])
         try:
             if table.key_index:
                 append_key_index(spark, _BATCH_VIEW)
             # SQL rather than the DeltaTable API: it also runs over Spark Connect, whose
             # server would otherwise need Delta's Connect plugins (docs/cluster.md).
-            spark.sql(
+            merged = spark.sql(
                 f"MERGE INTO {table.name} AS b USING {_BATCH_VIEW} AS s "
-                f"ON {arrival_dates} AND b.file_sha256 = s.file_sha256 "
+                f"ON {date_list('b.arrival_date', dates)} AND b.file_sha256 = s.file_sha256 "
                 "AND b.line_number = s.line_number "
                 "WHEN NOT MATCHED THEN INSERT *"
-            )
+            ).first()
         finally:
             spark.catalog.dropTempView(_BATCH_VIEW)
+        inserted = _inserted_rows(merged)
+        if inserted is not None and inserted < len(rows):
+            # Another ingest committed some of these files between our read of bronze and
+            # our MERGE, without overlapping it (no conflict): they are its files, not ours.
+            ours = {
+                r.file_sha256
+                for r in spark.sql(
+                    f"SELECT DISTINCT file_sha256 FROM {table.name} "
+                    f"WHERE {date_list('arrival_date', dates)} "
+                    f"AND ingestion_id = '{result.ingestion_id}'"
+                ).collect()
+            }
+            for landing_file, file_rows in read:
+                if landing_file.sha256 not in ours and file_rows:
+                    _skip(result, landing_file)
+            read = [(f, file_rows) for f, file_rows in read if f.sha256 in ours or not file_rows]
+            if not read:
+                return
+    ledger = [
+        (
+            landing_file.sha256,
+            landing_file.source_system,
+            landing_file.source_file,
+            (landing_file.arrival_ts or ingested_at).astimezone(UTC).replace(tzinfo=None),
+            len(file_rows),
+            result.ingestion_id,
+            ingested_at.astimezone(UTC).replace(tzinfo=None),
+        )
+        for landing_file, file_rows in read
+    ]
     entries = spark.createDataFrame(ledger, schema=spark.table(LEDGER_TABLE).schema)
     entries.write.format("delta").mode("append").saveAsTable(LEDGER_TABLE)
-    result.ingested += ingested
-    result.rows += len(frame)
-    result.rows_by_table[table.name] += len(frame)
-    result.rows_with_parse_error += int(frame["parse_error"].notna().sum())
-    result.files_ingested += len(ledger)
+    error = table.columns.index("parse_error")
+    for landing_file, file_rows in read:
+        result.ingested.append(
+            {"source_file": landing_file.source_file, "rows": len(file_rows), "table": table.name}
+        )
+        result.rows += len(file_rows)
+        result.rows_by_table[table.name] += len(file_rows)
+        result.rows_with_parse_error += sum(1 for row in file_rows if row[error] is not None)
+        result.files_ingested += 1
+
+
+def _inserted_rows(merged: object) -> int | None:
+    """The ``num_inserted_rows`` a Delta MERGE reports (None when it reports none)."""
+    try:
+        return int(merged["num_inserted_rows"])  # type: ignore[index]
+    except (TypeError, KeyError, ValueError, IndexError):
+        return None

@@ -25,7 +25,13 @@ START = datetime.combine(CONFIG.start, datetime.min.time(), UTC)
 def race() -> None:
     """Child: three rounds of two simultaneous ingests; prints what each round found."""
     from tardy.home import activate
-    from tardy.ingest import BRONZE_TABLE, LEDGER_TABLE, ensure_tables, ingest
+    from tardy.ingest import (
+        BRONZE_TABLE,
+        LEDGER_TABLE,
+        STORE_CHANGES_TABLE,
+        ensure_tables,
+        ingest,
+    )
     from tardy.project import open_context, spark_of
     from tardy.simulate import simulate
 
@@ -57,9 +63,12 @@ def race() -> None:
             for path in files
             for n in range(1, len(path.read_bytes().splitlines()) + 1)
         }
+        # Sales lines in bronze.pos_events, store_master lines in bronze.store_changes.
         bronze = spark.sql(
-            f"SELECT source_file, line_number, COUNT(*) AS n FROM {BRONZE_TABLE} "
-            "GROUP BY source_file, line_number"
+            "SELECT source_file, line_number, COUNT(*) AS n FROM ("
+            f"SELECT source_file, line_number FROM {BRONZE_TABLE} UNION ALL "
+            f"SELECT source_file, line_number FROM {STORE_CHANGES_TABLE}"
+            ") GROUP BY source_file, line_number"
         ).collect()
         ledger = spark.sql(
             f"SELECT file_sha256, COUNT(*) AS n FROM {LEDGER_TABLE} GROUP BY file_sha256"

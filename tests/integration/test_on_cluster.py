@@ -235,8 +235,9 @@ def test_connect_gateway_matches_local_and_serialises_two_clients(
     # the later inserting nothing) and every record once: bronze's row count equals local's
     # ("rows", above; silver would not show a duplicate, it keeps one record per key).
     delivered = {
-        f"pos/{p.parent.name}/{p.name}"
-        for p in (landing / "pos").glob("*/*.jsonl")
+        f"{source}/{p.parent.name}/{p.name}"
+        for source in ("pos", "store_master")  # store changes go to bronze.store_changes
+        for p in (landing / source).glob("*/*.jsonl")
         if p.parent.name >= FIRST_DELIVERY_BEFORE
     }
     reported = {f["source_file"] for r in seen["ingests"] for f in r["ingested"]}
