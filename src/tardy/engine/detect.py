@@ -331,7 +331,7 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
     commands = stock_commands(closure, roots)
     for dim in dimension.dimensions(context, list(closure.snapshots.values())):
         altered = dimension.detect(context, spark, dim, since_sources)
-        source_versions.update(altered.versions)
+        pending = False
         for child, days in altered.days.items():
             end = sqlmesh_api.last_computed_day(closure.snapshots[child])
             closed = {d for d in days if end is not None and d <= end - timedelta(days=grace)}
@@ -339,10 +339,18 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
             for source in dim.sources:
                 commands += stock_commands(closure, {child: closed}, source)
             absorbed[child] = ranges(days_of(absorbed.get(child, [])) | (days - closed))
+            pending = pending or bool(days - closed)
             reasons[child] = (
                 f"{len(altered.windows)} validity window(s) of {len(altered.keys)} key(s) of "
                 f"{dim.name} that late changes alter (its as-of join)"
             )
+        # Changes altering days the next run recomputes keep the dimension's watermark where
+        # it is (seen again next time, as late sales inside the grace window are).
+        for source, version in altered.versions.items():
+            if not pending:
+                source_versions[source] = version
+            elif source in since_sources:
+                source_versions[source] = since_sources[source]
     reached = closure.downstream(roots)
     reasons |= {
         SILVER: f"{sum(r.kind == 'silver' for r in changes)} transactions whose prod row "
@@ -365,7 +373,7 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
         reasons=reasons,
         roots={model: ranges(days) for model, days in roots.items()},
         source_versions=source_versions,
-        since_source_versions={k: v for k, v in since_sources.items() if k in source_versions},
+        since_source_versions=since_sources,
     )
     if literal is not None:  # the changed keys are known: staging may restrict silver to them
         manifest.keys[SILVER] = literal.key_set(r.k for r in changes if r.kind == "silver")

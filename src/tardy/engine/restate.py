@@ -35,7 +35,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from tardy import lock
-from tardy.engine import audit, delta, environment, log, sqlmesh_api, trail
+from tardy.engine import audit, delta, dimension, environment, log, sqlmesh_api, trail
 from tardy.engine import promote as promotion
 from tardy.engine.closure import Closure, days_of, ranges
 from tardy.engine.detect import WATERMARK_TABLE, Manifest, advance_watermark, detect
@@ -183,7 +183,7 @@ def restate(
             manifest = find()
         if manifest.is_empty:
             with meter.step("log"):
-                advanced = _advance(spark, manifest, reason)
+                advanced = _advance(context, spark, manifest, reason)
             return Outcome(
                 None,
                 Status.NOTHING_TO_DO,
@@ -218,19 +218,37 @@ def moves_watermark(manifest: dict[str, t.Any]) -> bool:
     )
 
 
-def _advance(spark: SparkSession, manifest: Manifest, reason: str) -> bool:
-    """Advance the arrival watermark unless changes inside the grace window still wait for
-    the next run (then they are checked again next time), or the manifest is a named
-    restatement's (it does not move it)."""
-    if any(manifest.absorbed_by_next_run.values()) or not moves_watermark(manifest.as_dict()):
-        return False
-    advance_watermark(
-        spark,
-        manifest.bronze_version,
-        manifest.arrival_watermark,
-        reason,
-        manifest.source_versions,
+def watermark_target(
+    context: Context, manifest: dict[str, t.Any]
+) -> tuple[int, str | None, dict[str, int]] | None:
+    """Where promoting the manifest moves the arrival watermark: (bronze version, arrival
+    time, the dimensions' bronze versions), or None. Late sales inside the grace window still
+    wait for the next run: then the sales side stays (they are checked again next time)
+    while a dimension's versions still advance (detection kept a dimension whose own changes
+    wait at its old version). A named restatement moves nothing."""
+    if not moves_watermark(manifest):
+        return None
+    snapshots = sqlmesh_api.model_snapshots(context)
+    children = {c.model.name for d in dimension.dimensions(context, snapshots) for c in d.children}
+    sales_pending = any(
+        spans for model, spans in manifest["absorbed_by_next_run"].items() if model not in children
     )
+    since = manifest["since_bronze_version"]
+    sources = dict(manifest.get("source_versions") or {})
+    if not sales_pending:
+        return manifest["bronze_version"], manifest["arrival_watermark"], sources
+    if sources == (manifest.get("since_source_versions") or {}):
+        return None
+    return -1 if since is None else since, manifest["previous_watermark"], sources
+
+
+def _advance(context: Context, spark: SparkSession, manifest: Manifest, reason: str) -> bool:
+    """Advance the arrival watermark as far as the manifest allows (``watermark_target``)."""
+    target = watermark_target(context, manifest.as_dict())
+    if target is None:
+        return False
+    version, stamp, sources = target
+    advance_watermark(spark, version, stamp, reason, sources)
     return True
 
 
@@ -480,14 +498,12 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
     )
     promotion.failpoint("trail", 1)
     manifest = entry["manifest"]
-    advanced = moves_watermark(manifest) and not any(manifest["absorbed_by_next_run"].values())
-    if advanced:
+    target = watermark_target(context, manifest)
+    advanced = target is not None
+    if target is not None:
+        version, stamp, sources = target
         advance_watermark(
-            spark,
-            manifest["bronze_version"],
-            manifest["arrival_watermark"],
-            f"restatement {restatement_id}: {entry['reason']}",
-            manifest["source_versions"],
+            spark, version, stamp, f"restatement {restatement_id}: {entry['reason']}", sources
         )
     log.append(
         spark,
