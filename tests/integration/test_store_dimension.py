@@ -23,7 +23,10 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 
 import oracle
+import pandas as pd
 from children import cli_in_process, run_in_own_home
+
+from tardy.engine.closure import ranges
 
 START = date(2026, 1, 1)
 DAYS = 40
@@ -120,7 +123,7 @@ def child_rebuild(landing: str) -> None:
     from tardy.project import open_context, spark_of
 
     home = activate()
-    shutil.copytree(landing, home.landing)
+    shutil.copytree(landing, home.landing, dirs_exist_ok=True)
     context = open_context()
     spark = spark_of(context)
     ingest(spark, home.landing)
@@ -129,34 +132,40 @@ def child_rebuild(landing: str) -> None:
     print(json.dumps(out))
 
 
-def window_days(landing: Path) -> set[date]:
-    """The closed days from the late change's effective date to the next version's, from
-    the oracle's store versions."""
+def window(landing: Path) -> tuple[set[date], set[date]]:
+    """From the oracle: the closed calendar days from the late change's effective date to
+    the next version's (what detection reports), and among them the days with a sale of
+    store 1 inside ``[effective, next)`` (those whose as-of join changes: promoted)."""
     versions = oracle.store_versions(landing)
     store = versions[versions.store_id == 1].sort_values("valid_from")
     mine = store[store.valid_from == EFFECTIVE]
     assert len(mine) == 1 and mine.iloc[0].region == LATE_REGION
     following = store[store.valid_from > EFFECTIVE].valid_from
-    end = (
-        (following.min().to_pydatetime() - timedelta(microseconds=1)).date()
-        if len(following)
-        else LAST
-    )
+    end = following.min().to_pydatetime() if len(following) else datetime.max
     closed = LAST - timedelta(days=GRACE_DAYS)
-    days = set()
+    calendar = set()
     day = EFFECTIVE.date()
-    while day <= min(end, closed):
-        days.add(day)
+    while day <= min((end - timedelta(microseconds=1)).date(), closed):
+        calendar.add(day)
         day += timedelta(days=1)
-    return days
+    sales = oracle.silver(oracle.records(oracle.sales_files(landing), landing))
+    sold = {
+        sale.event_date
+        for sale in sales.itertuples()
+        if int(sale.store_id) == 1
+        and EFFECTIVE <= pd.Timestamp(sale.event_ts).to_pydatetime() < end
+        and sale.event_date <= closed
+    }
+    return calendar, sold
 
 
 def test_a_late_store_change_restates_exactly_the_days_it_alters(tmp_path: Path) -> None:
     out = run_in_own_home(__file__, tmp_path / "home", "build", timeout=1500)
     landing = Path(out["landing"])
-    expected = window_days(landing)
+    calendar, expected = window(landing)
     assert len(expected) >= 2, "the simulated timeline leaves the late change a short window"
-    first, last = min(expected).isoformat(), max(expected).isoformat()
+    first, last = min(calendar).isoformat(), max(calendar).isoformat()
+    assert ranges(calendar) == [[first, last]]
 
     assert out["baseline"]["code"] == 0 and out["baseline"]["status"] == "nothing_to_do"
     detected = out["detect"]
@@ -169,7 +178,7 @@ def test_a_late_store_change_restates_exactly_the_days_it_alters(tmp_path: Path)
     assert detected["absorbed_by_next_run"]["gold.daily_region_revenue"] == []
     restated = out["restate"]
     assert restated["code"] == 0 and restated["status"] == "promoted"
-    assert restated["promoted"] == {"gold.daily_region_revenue": [[first, last]]}
+    assert restated["promoted"] == {"gold.daily_region_revenue": ranges(expected)}
 
     # Prod equals the independent recomputation on every day.
     computed = oracle.daily_region_revenue(landing)
