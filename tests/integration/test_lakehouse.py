@@ -988,6 +988,21 @@ DAMAGES = [
         "non_negative_amounts",
         "UPDATE {t} SET discount = -0.01 WHERE event_date = DATE'{p}' AND store_id = 1",
     ),
+    (
+        "gold.daily_region_revenue",
+        "reconciles_with_store_revenue",
+        "UPDATE {t} SET revenue = revenue + 1 WHERE event_date = DATE'{p}'",
+    ),
+    (
+        "gold.daily_region_revenue",
+        "unique_combination_of_columns",
+        "INSERT INTO {t} SELECT * FROM {t} WHERE event_date = DATE'{p}'",
+    ),
+    (
+        "gold.daily_region_revenue",
+        "non_negative_amounts",
+        "UPDATE {t} SET stores = -1 WHERE event_date = DATE'{p}'",
+    ),
 ]
 
 
@@ -1018,6 +1033,54 @@ def test_each_audit_passes_on_prod_and_fails_on_a_damaged_copy(
         assert damaged[audit_name].failed and damaged[audit_name].blocking, damaged[audit_name]
     finally:
         drop_stage(context, spark)
+
+
+# The store dimension is a view: its audits run over a table copy of it, damaged by one
+# statement ({t}), each returning rows where the copy is clean.
+DIMENSION_DAMAGES = [
+    (
+        "no_overlapping_validity",
+        # a second current version of store 1, starting after its first version
+        "INSERT INTO {t} SELECT store_id, valid_from + INTERVAL 1 HOUR, NULL, region, format, "
+        "manager, change_id, is_correction, version + 100, TRUE, record_count, arrival_ts, "
+        "source_record_id FROM {t} WHERE store_id = 1 AND version = 1",
+    ),
+    (
+        # store 1's second version lost: its first version now ends where nothing starts
+        "no_validity_gaps",
+        "DELETE FROM {t} WHERE store_id = 1 AND version = 2",
+    ),
+    (
+        "unique_combination_of_columns",
+        "INSERT INTO {t} SELECT * FROM {t} WHERE store_id = 1 AND version = 1",
+    ),
+]
+
+
+@pytest.mark.parametrize(("audit_name", "damage"), DIMENSION_DAMAGES)
+def test_each_store_dimension_audit_fails_on_a_damaged_copy(
+    audit_name: str, damage: str, context, spark
+) -> None:
+    from tardy.engine import audit, delta, sqlmesh_api
+
+    snapshot = next(
+        s for s in sqlmesh_api.model_snapshots(context) if s.model.name == "silver.store_versions"
+    )
+    prod = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
+    copy = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False))
+    renderer = sqlmesh_api.Renderer.for_prod(context, execution_day=CONFIG.last_day)
+    renderer.stage(snapshot)  # @this_model is the copy
+    day = [[CONFIG.last_day.isoformat()] * 2]
+    try:
+        spark.sql(f"CREATE TABLE {copy} USING delta AS SELECT * FROM {prod}")
+        assert spark.sql(f"SELECT COUNT(*) FROM {copy} WHERE store_id = 1").first()[0] >= 2
+        clean = {r.audit: r for r in audit.run(spark, renderer, snapshot, day)}
+        assert clean[audit_name].rows == 0, clean[audit_name]
+        spark.sql(damage.format(t=copy))
+        damaged = {r.audit: r for r in audit.run(spark, renderer, snapshot, day)}
+        assert damaged[audit_name].failed and damaged[audit_name].blocking, damaged[audit_name]
+    finally:
+        delta.drop(spark, copy)
 
 
 def test_key_restricted_reconciliation_counts_the_recomputed_keys(context, spark) -> None:
