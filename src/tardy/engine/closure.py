@@ -89,7 +89,9 @@ class Closure:
 
     def __init__(self, context: Context, snapshots: list[Snapshot]) -> None:
         self.context = context
-        self.snapshots = {s.model.name: s for s in snapshots}
+        # Models computed by intervals only: a view (a dimension) has no days to restate; its
+        # late changes reach its children through detection (``tardy.engine.dimension``).
+        self.snapshots = {s.model.name: s for s in snapshots if sqlmesh_api.has_intervals(s)}
         self._lineage: dict[tuple[str, str], str | None] = {}
 
     def children(self, name: str) -> list[str]:

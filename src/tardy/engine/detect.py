@@ -329,9 +329,8 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
     since_sources = source_watermarks(spark)
     source_versions: dict[str, int] = {}
     commands = stock_commands(closure, roots)
-    for dim in dimension.dimensions(context, list(closure.snapshots.values())):
+    for dim in dimension.dimensions(context, sqlmesh_api.model_snapshots(context)):
         altered = dimension.detect(context, spark, dim, since_sources)
-        pending = False
         for child, days in altered.days.items():
             end = sqlmesh_api.last_computed_day(closure.snapshots[child])
             closed = {d for d in days if end is not None and d <= end - timedelta(days=grace)}
@@ -339,18 +338,16 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
             for source in dim.sources:
                 commands += stock_commands(closure, {child: closed}, source)
             absorbed[child] = ranges(days_of(absorbed.get(child, [])) | (days - closed))
-            pending = pending or bool(days - closed)
             reasons[child] = (
                 f"{len(altered.windows)} validity window(s) of {len(altered.keys)} key(s) of "
                 f"{dim.name} that late changes alter (its as-of join)"
             )
-        # Changes altering days the next run recomputes keep the dimension's watermark where
-        # it is (seen again next time, as late sales inside the grace window are).
-        for source, version in altered.versions.items():
-            if not pending:
-                source_versions[source] = version
-            elif source in since_sources:
-                source_versions[source] = since_sources[source]
+        # The dimension's watermark advances even when some altered days are inside the grace
+        # window: SQLMesh's lookback makes the next run, whenever it comes, recompute them
+        # (it moves the start of the missing intervals back by the lookback). Held back, the
+        # same windows would be found again and again (detection compares bronze versions,
+        # not prod's rows as the sales rule does).
+        source_versions.update(altered.versions)
     reached = closure.downstream(roots)
     reasons |= {
         SILVER: f"{sum(r.kind == 'silver' for r in changes)} transactions whose prod row "

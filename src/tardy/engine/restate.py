@@ -224,8 +224,9 @@ def watermark_target(
     """Where promoting the manifest moves the arrival watermark: (bronze version, arrival
     time, the dimensions' bronze versions), or None. Late sales inside the grace window still
     wait for the next run: then the sales side stays (they are checked again next time)
-    while a dimension's versions still advance (detection kept a dimension whose own changes
-    wait at its old version). A named restatement moves nothing."""
+    while the dimensions' versions still advance (``detect``: the next run's lookback
+    recomputes a dimension's altered days inside the window). A named restatement moves
+    nothing."""
     if not moves_watermark(manifest):
         return None
     snapshots = sqlmesh_api.model_snapshots(context)
@@ -285,6 +286,8 @@ def stage_all(
     trips = []
     for snapshot in snapshots:
         name = snapshot.model.name
+        if name not in closure.snapshots:  # a view: never staged, always current
+            continue
         days = set(roots.get(name, set()))
         for parent in closure.parents(name):
             days |= closure.map(parent, name, changed.get(parent, set()))
