@@ -56,7 +56,11 @@ class DemoResult:
                 "promoted": outcome.promoted,
             }
             for step, outcome in (("restatement", self.restatement), ("named", self.named))
-        } | {"report": self.report}
+        } | {
+            "report": self.report,
+            # The late store changes the restatement applied (its dimensions' altered windows).
+            "store_changes": self.restatement.manifest.altered if self.restatement.manifest else {},
+        }
 
 
 def midnight(day: date) -> datetime:
@@ -77,6 +81,7 @@ def run_demo(
     grace_days = int(context.config.variables["grace_days"])
 
     console.rule(f"1. Land and ingest the batches delivered by {first_clock:%Y-%m-%d %H:%M}Z")
+    # (sales from the pos and partner systems, store changes from the store master)
     first_landing = simulate(config, home.landing, through=first_clock)
     with console.status("Ingesting into bronze.pos_events"):
         first_ingest = ingest(spark, home.landing)
@@ -114,6 +119,12 @@ def run_demo(
             f"{manifest.late_rows:,} bronze changes belong to closed days: prod leaves them out "
             "until a reviewed restatement applies them."
         )
+        if manifest.altered:
+            console.print(
+                "Store changes arrived late too: gold.daily_region_revenue joins every sale to "
+                "its store's region valid at the sale, so the days in those windows are "
+                "restated with the sales."
+            )
 
     console.rule("6. tardy restate --no-promote (stage, audit, diff; prod untouched)")
     reason = "demo: late and corrected sales for closed days"

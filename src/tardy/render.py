@@ -150,6 +150,16 @@ def render_manifest(manifest: Manifest, console: Console) -> None:
         f"{manifest.arrival_watermark}; {manifest.late_rows} late changes not yet in prod."
     )
     console.print(manifest_table(manifest))
+    for name, windows in manifest.altered.items():
+        shown = "; ".join(
+            f"{w['key']} {w['from'][:16]} .. {(w['to'] or 'now')[:16]}" for w in windows[:3]
+        )
+        more = f" and {len(windows) - 3} more" if len(windows) > 3 else ""
+        console.print(
+            f"Late changes of {name} alter the as-of join of {len(windows)} validity "
+            f"window(s): {shown}{more}.",
+            markup=False,
+        )
     for model, spans in manifest.absorbed_by_next_run.items():
         if spans:
             console.print(

@@ -44,6 +44,10 @@ def test_demo_prints_the_summary_and_is_rerunnable(demo_home: Path, tmp_path: Pa
     restated = story["restatement"]
     assert restated["status"] == "promoted"
     assert {"silver.sales_transactions", "gold.daily_store_revenue"} <= set(restated["promoted"])
+    # A late store change was among them: its validity windows, and region revenue promoted.
+    assert story["store_changes"]["silver.store_versions"]
+    assert "gold.daily_region_revenue" in restated["promoted"]
+    assert "Late changes of silver.store_versions alter the as-of join" in first.stderr
     # The named week was recomputed, equal to prod: nothing promoted.
     named = story["named"]
     assert named["status"] == "promoted" and named["promoted"] == {}

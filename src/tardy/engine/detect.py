@@ -165,6 +165,10 @@ class Manifest:
     # those prod reflected (the watermark's ``source_versions``).
     source_versions: dict[str, int] = field(default_factory=dict)
     since_source_versions: dict[str, int] = field(default_factory=dict)
+    # Per dimension: the validity windows late changes alter, ``{"key", "from", "to"}`` (ISO
+    # instants, ``to`` None while open). Not a log column: the children's ``reasons`` count
+    # them there.
+    altered: dict[str, list[dict[str, str | None]]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         out = asdict(self)
@@ -328,6 +332,7 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
     reasons: dict[str, str] = {}
     since_sources = source_watermarks(spark)
     source_versions: dict[str, int] = {}
+    windows: dict[str, list[dict[str, str | None]]] = {}
     commands = stock_commands(closure, roots)
     for dim in dimension.dimensions(context, sqlmesh_api.model_snapshots(context)):
         altered = dimension.detect(context, spark, dim, since_sources)
@@ -348,6 +353,8 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
         # same windows would be found again and again (detection compares bronze versions,
         # not prod's rows as the sales rule does).
         source_versions.update(altered.versions)
+        if altered.windows:
+            windows[dim.name] = [w.as_dict() for w in altered.windows]
     reached = closure.downstream(roots)
     reasons |= {
         SILVER: f"{sum(r.kind == 'silver' for r in changes)} transactions whose prod row "
@@ -371,6 +378,7 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
         roots={model: ranges(days) for model, days in roots.items()},
         source_versions=source_versions,
         since_source_versions=since_sources,
+        altered=windows,
     )
     if literal is not None:  # the changed keys are known: staging may restrict silver to them
         manifest.keys[SILVER] = literal.key_set(r.k for r in changes if r.kind == "silver")

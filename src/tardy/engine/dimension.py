@@ -66,6 +66,13 @@ class Window:
     start: datetime
     end: datetime | None  # None: still open
 
+    def as_dict(self) -> dict[str, str | None]:
+        return {
+            "key": ", ".join(str(part) for part in self.key),
+            "from": self.start.isoformat(),
+            "to": None if self.end is None else self.end.isoformat(),
+        }
+
     def days(self, last: date) -> set[date]:
         """The calendar days the window touches, up to ``last`` for an open one."""
         first = self.start.date()

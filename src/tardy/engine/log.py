@@ -156,7 +156,8 @@ def _manifest(manifest: dict[str, t.Any]) -> dict[str, object]:
     def stamp(value: str | None) -> datetime | None:
         return datetime.fromisoformat(value) if value else None
 
-    manifest = {k: v for k, v in manifest.items() if k != "named"}  # in ``reasons`` instead
+    # ``named`` and ``altered`` are in ``reasons`` instead
+    manifest = {k: v for k, v in manifest.items() if k not in ("named", "altered")}
     return {
         **manifest,
         "arrival_watermark": stamp(manifest["arrival_watermark"]),
