@@ -122,10 +122,11 @@ def cluster() -> t.Iterator[dict[str, str]]:
 
 
 def deliver(landing: Path, home: Path, first: bool) -> None:
-    """Copy the first delivery (arrivals before 2026-01-11) or the rest into ``home``."""
-    for batch in sorted((landing / "pos").iterdir()):
+    """Copy the first delivery (arrivals before 2026-01-11) or the rest into ``home``: every
+    source system's batches (sales and store changes)."""
+    for batch in sorted(landing.glob("*/arrival_ts=*")):
         if (batch.name < FIRST_DELIVERY_BEFORE) == first:
-            shutil.copytree(batch, home / "landing" / "pos" / batch.name)
+            shutil.copytree(batch, home / "landing" / batch.parent.name / batch.name)
 
 
 def fingerprints(env: dict[str, str]) -> dict[str, t.Any]:
