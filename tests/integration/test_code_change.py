@@ -56,6 +56,7 @@ LAST_DAY = CONFIG.last_day.isoformat()
 SILVER = "silver.sales_transactions"
 DOWNSTREAM = {
     "gold.daily_store_revenue",
+    "gold.daily_region_revenue",
     "gold.weekly_store_revenue",
     "gold.monthly_store_revenue",
     "gold.store_features",

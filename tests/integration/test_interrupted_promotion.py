@@ -142,7 +142,7 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: 
     home = tmp_path / "home"
     staged = run_in_own_home(__file__, home, "build")
     restatement_id, tables, unrestated = staged["id"], staged["tables"], staged["fingerprint"]
-    assert tables == 5  # silver, daily, weekly, monthly, features
+    assert tables == 6  # silver, daily, weekly, monthly, features, region
 
     for point in ("promote:2", "trail:1"):
         killed = _run(home, str(BIN / "tardy"), "promote", restatement_id, failpoint=point)

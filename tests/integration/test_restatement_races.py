@@ -98,6 +98,7 @@ class Child:
                 self.spark, sqlmesh_api.spark_name(s.table_name(is_deployable=True))
             )
             for s in sqlmesh_api.model_snapshots(self.context)
+            if sqlmesh_api.has_intervals(s)  # a view has no Delta history
         }
 
     def last_commits(self) -> dict[str, list[str]]:
