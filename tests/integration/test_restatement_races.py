@@ -107,6 +107,8 @@ class Child:
 
         out = {}
         for s in sqlmesh_api.model_snapshots(self.context):
+            if not sqlmesh_api.has_intervals(s):  # a view has no Delta history
+                continue
             commit = delta.latest_commit(
                 self.spark, sqlmesh_api.spark_name(s.table_name(is_deployable=True))
             )
