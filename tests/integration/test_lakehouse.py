@@ -500,6 +500,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         "silver.sales_quarantine": [[d(2), d(2)]],
         "silver.sales_transactions": [[d(1), d(2)], [d(6), d(6)], [d(8), d(9)]],
         "gold.daily_store_revenue": [[d(1), d(2)], [d(6), d(6)], [d(8), d(9)]],
+        "gold.daily_region_revenue": [[d(1), d(2)], [d(6), d(6)], [d(8), d(9)]],
         "gold.weekly_store_revenue": [[d(0), d(0)], [d(4), d(4)]],
         "gold.monthly_store_revenue": [[d(0), d(0)]],
         "gold.store_features": [[d(1), last.isoformat()]],
@@ -545,6 +546,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         "silver.sales_transactions": [[d(1), d(2)], [d(6), d(6)], [d(8), d(9)]],
         # Only silver's changed days cascade: d(2) only re-audits silver.
         "gold.daily_store_revenue": [[d(1), d(1)], [d(6), d(6)], [d(8), d(9)]],
+        "gold.daily_region_revenue": [[d(1), d(1)], [d(6), d(6)], [d(8), d(9)]],
         "gold.weekly_store_revenue": [[d(0), d(0)], [d(4), d(4)]],
         "gold.monthly_store_revenue": [[d(0), d(0)]],
         "gold.store_features": [[d(1), last.isoformat()]],
