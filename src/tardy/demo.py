@@ -45,6 +45,8 @@ class DemoResult:
     restatement: Outcome  # of the late data beyond the grace window
     named: Outcome  # the named restatement of one week
     report: str  # the HTML report's path
+    # The late store changes step 5 found: per dimension, the validity windows they alter.
+    altered: dict[str, list[dict[str, str | None]]]
 
     def story(self) -> dict[str, object]:
         """What the restatement steps did (``tardy demo --json``'s ``story``)."""
@@ -59,7 +61,7 @@ class DemoResult:
         } | {
             "report": self.report,
             # The late store changes the restatement applied (its dimensions' altered windows).
-            "store_changes": self.restatement.manifest.altered if self.restatement.manifest else {},
+            "store_changes": self.altered,
         }
 
 
@@ -191,6 +193,7 @@ def run_demo(
         restatement,
         named,
         str(report),
+        manifest.altered,
     )
 
 

@@ -1224,8 +1224,10 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
         d = day.isoformat()
         assert done.manifest.roots == {"gold.daily_store_revenue": [[d, d]]}
         assert done.manifest.named == {"models": ["gold.daily_store_revenue"], "start": d, "end": d}
+        # Region revenue too: its reconciliation audit reads the daily model (depends_on).
         assert set(done.evaluated) == {
             "gold.daily_store_revenue",
+            "gold.daily_region_revenue",
             "gold.weekly_store_revenue",
             "gold.monthly_store_revenue",
             "gold.store_features",
