@@ -85,7 +85,7 @@ def run_demo(
     console.rule(f"1. Land and ingest the batches delivered by {first_clock:%Y-%m-%d %H:%M}Z")
     # (sales from the pos and partner systems, store changes from the store master)
     first_landing = simulate(config, home.landing, through=first_clock)
-    with console.status("Ingesting into bronze.pos_events"):
+    with console.status("Ingesting into bronze (pos_events, store_changes)"):
         first_ingest = ingest(spark, home.landing)
     console.print(_landed(first_landing, first_ingest))
 
@@ -98,7 +98,7 @@ def run_demo(
 
     console.rule(f"3. Land the late and corrected batches delivered by {final_clock:%Y-%m-%d}")
     late_landing = simulate(config, home.landing, through=final_clock)
-    with console.status("Ingesting into bronze.pos_events"):
+    with console.status("Ingesting into bronze (pos_events, store_changes)"):
         late_ingest = ingest(spark, home.landing)
     console.print(_landed(late_landing, late_ingest))
 
