@@ -11,11 +11,15 @@ became its own unit.)
 from __future__ import annotations
 
 import os
+import sys
 import typing as t
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# The integration tests' shared helpers (homes, oracle, children) import as top-level modules.
+sys.path.insert(0, str(Path(__file__).parent / "integration"))
 
 # Work units, longest first (seconds on one of two busy workers, fresh-clone CI of session 7).
 # A module not listed runs after them, in collection order (unit tests: seconds).
@@ -58,7 +62,20 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: t.Any) -> t.Any:
 
 
 @pytest.fixture(scope="session")
+def engine() -> Iterator[object]:
+    """The worker's warm Spark engine (``homes.Engine``): one JVM that opens one data home at
+    a time, for every module of the worker."""
+    from homes import Engine
+
+    engine = Engine()
+    yield engine
+    engine.release()
+
+
+@pytest.fixture(scope="session")
 def data_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The worker's shared data home (modules that need a state of their own copy a
+    template instead: ``homes.Template``)."""
     from tardy.home import activate
 
     previous = os.environ.get("TARDY_HOME")
@@ -70,15 +87,13 @@ def data_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         os.environ["TARDY_HOME"] = previous
 
 
-@pytest.fixture(scope="session")
-def context(data_home: object) -> object:
-    from tardy.project import open_context
+@pytest.fixture(scope="module")
+def context(engine: t.Any, data_home: t.Any) -> object:
+    """The shared home's ``Context``, opened in the warm engine for each module (a module
+    before may have opened another home)."""
+    return engine.open(data_home.root)[1]
 
-    return open_context()
 
-
-@pytest.fixture(scope="session")
-def spark(context: object) -> object:
-    from tardy.project import spark_of
-
-    return spark_of(context)  # type: ignore[arg-type]
+@pytest.fixture(scope="module")
+def spark(engine: t.Any, data_home: t.Any, context: object) -> object:
+    return engine.open(data_home.root)[2]

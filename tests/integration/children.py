@@ -1,8 +1,6 @@
-"""Shared by the tests that need their own data home: run a test module as a child process
-there, and the late sales they land for closed days.
-
-A child gets its own ``TARDY_HOME``: the pytest session's SparkSession holds the shared data
-home's embedded metastore, which admits one process at a time.
+"""Shared by the tests that need their own data home: the ``small`` template (a small prod
+that the restatement tests start from), the CLI called in-process, a test module run as a
+child process where the process is the subject, and the late sales they land for closed days.
 """
 
 from __future__ import annotations
@@ -14,10 +12,42 @@ import subprocess
 import sys
 import typing as t
 from contextlib import redirect_stderr, redirect_stdout
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from homes import Engine, Template
+
 from tardy.home import project_root
+from tardy.simulate import SimulationConfig
+
+# Two stores over ten days, prod planned at midnight after the last day: the restatement
+# tests' starting state (late rows, kills and races come on top, per test).
+SMALL_CONFIG = SimulationConfig(seed=3, stores=2, days=10, transactions_per_store_day=20)
+SMALL_CLOCK = datetime.combine(
+    SMALL_CONFIG.start + timedelta(days=SMALL_CONFIG.days), datetime.min.time(), UTC
+)
+
+
+def build_small(engine: Engine, root: Path) -> dict[str, t.Any]:
+    from tardy.ingest import ingest
+    from tardy.simulate import simulate
+
+    home, context, spark = engine.open(root)
+    simulate(SMALL_CONFIG, home.landing, through=SMALL_CLOCK)
+    files = ingest(spark, home.landing).files_ingested
+    context.plan(
+        "prod",
+        execution_time=SMALL_CLOCK,
+        auto_apply=True,
+        no_prompts=True,
+        skip_tests=True,
+        skip_linter=True,
+        no_diff=True,
+    )
+    return {"files": files}
+
+
+SMALL = Template("small", build_small)
 
 
 def run_in_own_home(script: str, home: Path, *args: str, timeout: float = 900) -> t.Any:

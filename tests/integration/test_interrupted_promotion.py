@@ -1,19 +1,19 @@
 """kill -9 during `tardy promote` and `tardy rollback`, then resume: no duplicate, no loss.
 
-Real processes on their own data home (the shared pytest SparkSession holds this session's
-Derby metastore, so the killed processes cannot share it). A JVM start costs 20-25 s, so the
-checks between the kills are grouped in 3 child processes (this module run as a script,
-calling ``tardy.cli.main`` in-process); 6 processes in all:
+The kills are real processes on the test's own data home (a copy of the ``small`` template:
+prod built over two stores and ten days); the checks between them run in this process, in the
+worker's warm engine (``homes.Engine``), which releases the home before each killed process
+starts. Three processes in all:
 
-1. ``build``: simulate a small lakehouse, build prod, land late rows for closed days, stage a
-   restatement (``--no-promote``) and fingerprint prod;
+1. in-process: late rows for closed days landed, a restatement staged (``--no-promote``),
+   prod fingerprinted;
 2. ``tardy promote <id>`` is killed with SIGKILL (``TARDY_FAILPOINT``) after 2 tables, then
    after every table and the change trail's append but before the log says promoted (a kill
    before the first table, and at random moments, is ``make chaos``'s);
-3. ``resume``: ``tardy restate`` finds the promotion the log says was interrupted, completes
+3. in-process: ``tardy restate`` finds the promotion the log says was interrupted, completes
    it and says so; the change trail holds each changed key once;
 4. ``tardy rollback`` is killed after restoring 2 tables;
-5. ``finish``: ``tardy rollback`` run again restores prod exactly; a stock full restatement
+5. in-process: ``tardy rollback`` run again restores prod exactly; a stock full restatement
    of the same bronze (``Context.plan`` with ``restate_models``, as ``sqlmesh plan
    --restate-model`` does) equals prod as the promotion left it, the log holds each step and
    the change trail each key's reversal once.
@@ -26,17 +26,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import typing as t
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
-from children import cli_in_process, late_sales, run_in_own_home
+from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, cli_in_process, late_sales
 
 from tardy.home import project_root
-from tardy.simulate import SimulationConfig
 
-CONFIG = SimulationConfig(seed=3, stores=2, days=10, transactions_per_store_day=20)
-CLOCK = datetime.combine(CONFIG.start + timedelta(days=CONFIG.days), datetime.min.time(), UTC)
+CONFIG, CLOCK = SMALL_CONFIG, SMALL_CLOCK
 BIN = Path(sys.executable).parent
 
 
@@ -47,20 +46,12 @@ def _cli_json(*argv: str) -> t.Any:
     return json.loads(out)
 
 
-def build_and_stage() -> dict[str, t.Any]:
-    """Child: prod from scratch, late rows on closed days, a staged restatement."""
+def build_and_stage(home, context, spark) -> dict[str, t.Any]:
+    """On the small prod: late rows on closed days, a staged restatement."""
     from tardy.engine.restate import restate
-    from tardy.home import activate
     from tardy.ingest import ingest
-    from tardy.project import open_context, spark_of
-    from tardy.simulate import arrival_dir_name, simulate
+    from tardy.simulate import arrival_dir_name
 
-    home = activate()
-    context = open_context()
-    spark = spark_of(context)
-    simulate(CONFIG, home.landing, through=CLOCK)
-    ingest(spark, home.landing)
-    context.plan("prod", execution_time=CLOCK, auto_apply=True, no_prompts=True)
     assert restate(context, spark, "baseline").status == "nothing_to_do"
     folder = home.landing / "pos" / arrival_dir_name(CLOCK + timedelta(hours=1))
     folder.mkdir(parents=True)
@@ -74,46 +65,36 @@ def build_and_stage() -> dict[str, t.Any]:
     }
 
 
-def _trail(restatement_id: str) -> list[list[str]]:
+def _trail(spark, restatement_id: str) -> list[list[str]]:
     """The change trail's rows of the restatement: model, row key, day, change, action."""
     from tardy.engine.trail import changes
-    from tardy.project import open_context, spark_of
 
-    spark = spark_of(open_context(load=False))  # the CLI's session
     return [
         [r["model"], r["row_key"], str(r["event_date"]), r["change"], r["action"]]
         for r in changes(spark, restatement_id=restatement_id)
     ]
 
 
-def resume(restatement_id: str) -> dict[str, t.Any]:
-    """Child: ``tardy restate`` (it finds the interrupted promotion), then the log, the
-    fingerprint and the change trail."""
-    from tardy.home import activate
-
-    activate()
+def resume(spark, restatement_id: str) -> dict[str, t.Any]:
+    """``tardy restate`` (it finds the interrupted promotion), then the log, the fingerprint
+    and the change trail."""
     return {
         "restate": _cli_json("restate", "--reason", "resume"),
         "log": _cli_json("log", restatement_id),
         "fingerprint": _cli_json("fingerprint"),
-        "trail": _trail(restatement_id),
+        "trail": _trail(spark, restatement_id),
     }
 
 
-def finish(restatement_id: str) -> dict[str, t.Any]:
-    """Child, after a killed rollback: the log it left, ``tardy rollback`` run again, the log
-    and the fingerprint; then a stock full restatement of every day from bronze (as
-    ``sqlmesh plan --restate-model`` does) and the fingerprint."""
-    from tardy.home import activate
-    from tardy.project import open_context
-
-    activate()
+def finish(context, spark, restatement_id: str) -> dict[str, t.Any]:
+    """After a killed rollback: the log it left, ``tardy rollback`` run again, the log and
+    the fingerprint; then a stock full restatement of every day from bronze (as ``sqlmesh
+    plan --restate-model`` does) and the fingerprint."""
     out: dict[str, t.Any] = {"killed_log": _cli_json("log", restatement_id)}
     out["rollback"] = _cli_json("rollback", restatement_id, "--reason", "kill test")
     out["log"] = _cli_json("log", restatement_id)
     out["fingerprint"] = _cli_json("fingerprint")
-    out["trail"] = _trail(restatement_id)
-    context = open_context()
+    out["trail"] = _trail(spark, restatement_id)
     context.plan(
         "prod",
         restate_models=["bronze.pos_events"],
@@ -138,17 +119,31 @@ def _run(home: Path, *args: str, failpoint: str | None = None) -> subprocess.Com
     )
 
 
-def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: Path) -> None:
+def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(
+    engine, tmp_path: Path
+) -> None:
+    started, seconds = time.perf_counter(), {}
+
+    def mark(step: str) -> None:
+        seconds[step] = round(time.perf_counter() - started, 1)
+
     home = tmp_path / "home"
-    staged = run_in_own_home(__file__, home, "build")
+    SMALL.copy_to(engine, home)
+    mark("copy")
+    staged = build_and_stage(*engine.open(home))
+    engine.release()
+    mark("staged")
     restatement_id, tables, unrestated = staged["id"], staged["tables"], staged["fingerprint"]
     assert tables == 6  # silver, daily, weekly, monthly, features, region
 
     for point in ("promote:2", "trail:1"):
         killed = _run(home, str(BIN / "tardy"), "promote", restatement_id, failpoint=point)
         assert killed.returncode == -signal.SIGKILL, (point, killed.stderr[-2000:])
+        mark(point)
 
-    resumed = run_in_own_home(__file__, home, "resume", restatement_id)
+    resumed = resume(engine.open(home)[2], restatement_id)
+    engine.release()
+    mark("resumed")
     outcome, log, after_resume = resumed["restate"], resumed["log"], resumed["fingerprint"]
     assert outcome["recovered"] == (
         f"completed the interrupted promotion of restatement {restatement_id}"
@@ -181,7 +176,12 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: 
     rollback = ("rollback", restatement_id, "--reason", "kill test", "--json")
     killed = _run(home, str(BIN / "tardy"), *rollback, failpoint="rollback:2")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    seen = run_in_own_home(__file__, home, "finish", restatement_id)
+    mark("rollback:2")
+    _, context, spark = engine.open(home)
+    seen = finish(context, spark, restatement_id)
+    engine.release()
+    mark("finished")
+    print(json.dumps(seconds))  # shown with -s: where the time goes
     assert seen["killed_log"][-1]["action"] == "rolling_back"
     assert [e["action"] for e in seen["log"][-2:]] == ["rolling_back", "rolled_back"]
     rolled = seen["rollback"]
@@ -199,9 +199,3 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(tmp_path: 
     assert after_resume == seen["rebuilt"]
     silver = after_resume["silver.sales_transactions"]
     assert silver["rows"] > 0
-
-
-if __name__ == "__main__":
-    phase, *args = sys.argv[1:]
-    phases = {"build": build_and_stage, "resume": resume, "finish": finish}
-    print(json.dumps(phases[phase](*args), default=str))

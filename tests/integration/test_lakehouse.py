@@ -1,7 +1,8 @@
 """End to end on real Spark + Delta: simulate -> ingest -> plan prod -> daily late batches -> run,
 then a stock restatement, a full rebuild in a second data home, and exact interval writes.
 
-The tests of this module share one timeline and run in file order.
+The tests of this module share one data home, a copy of the ``timeline`` template
+(``timeline.py``), and run in file order.
 """
 
 from __future__ import annotations
@@ -10,82 +11,52 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import oracle
 import pandas as pd
 import pytest
+from timeline import CONFIG, GRACE_DAYS, PLAN_AFTER_DAYS, TIMELINE, Timeline, last_complete_day
 
 from tardy import exact_writes
 from tardy.fingerprint import fingerprints
 from tardy.home import project_root
 from tardy.ingest import ingest
-from tardy.simulate import SimulationConfig, arrival_dir_name, simulate
+from tardy.simulate import arrival_dir_name
 
-CONFIG = SimulationConfig(seed=11, stores=3, days=14, transactions_per_store_day=40)
-PLAN_AFTER_DAYS = 7
-GRACE_DAYS = 3
 BIN = Path(sys.executable).parent
 
 
-def midnight(day: date) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=UTC)
+@pytest.fixture(scope="module")
+def lake_root(engine, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This module's data home: a copy of the ``timeline`` template."""
+    root = tmp_path_factory.mktemp("lakehouse") / "home"
+    (root.parent / "facts.json").write_text(json.dumps(TIMELINE.copy_to(engine, root)))
+    return root
 
 
-def last_complete_day(clock: datetime) -> str:
-    """SQLMesh reads a date-only `end` as inclusive of that whole day."""
-    return (clock - timedelta(days=1)).date().isoformat()
-
-
-@dataclass
-class Build:
-    """One plan or run: the clock, the days it (re)computed and the files bronze held."""
-
-    clock: datetime
-    first_day: date
-    last_day: date
-    files: frozenset[Path]
-
-
-@dataclass
-class Timeline:
-    builds: list[Build] = field(default_factory=list)
-    files: set[Path] = field(default_factory=set)
-
-    def cutoff_files(self, day: date) -> frozenset[Path]:
-        """The files bronze held when `day` was last computed."""
-        last = [b for b in self.builds if b.first_day <= day <= b.last_day][-1]
-        return last.files
-
-
-def land_and_ingest(spark, home, timeline: Timeline, clock: datetime) -> None:
-    simulate(CONFIG, home.landing, through=clock)
-    result = ingest(spark, home.landing)
-    timeline.files |= {home.landing / item["source_file"] for item in result.ingested}
+# The module's home, context and session: the copy, opened in the worker's warm engine.
+@pytest.fixture(scope="module")
+def data_home(engine, lake_root: Path):
+    return engine.open(lake_root)[0]
 
 
 @pytest.fixture(scope="module")
-def timeline(context, spark, data_home) -> Timeline:
-    timeline = Timeline()
-    clock = midnight(CONFIG.start + timedelta(days=PLAN_AFTER_DAYS))
-    land_and_ingest(spark, data_home, timeline, clock)
-    context.plan("prod", execution_time=clock, auto_apply=True, no_prompts=True)
-    timeline.builds.append(
-        Build(clock, CONFIG.start, clock.date() - timedelta(days=1), frozenset(timeline.files))
-    )
-    # A daily `sqlmesh run` at midnight, each after that day's batches were ingested.
-    while clock.date() <= CONFIG.last_day:
-        previous, clock = clock, clock + timedelta(days=1)
-        land_and_ingest(spark, data_home, timeline, clock)
-        context.run("prod", end=last_complete_day(clock), execution_time=clock)
-        first = previous.date() - timedelta(days=GRACE_DAYS)
-        timeline.builds.append(
-            Build(clock, first, clock.date() - timedelta(days=1), frozenset(timeline.files))
-        )
-    return timeline
+def context(engine, lake_root: Path, data_home):
+    return engine.open(lake_root)[1]
+
+
+@pytest.fixture(scope="module")
+def spark(engine, lake_root: Path, context):
+    return engine.open(lake_root)[2]
+
+
+@pytest.fixture(scope="module")
+def timeline(lake_root: Path, data_home) -> Timeline:
+    facts = json.loads((lake_root.parent / "facts.json").read_text())
+    return Timeline.from_facts(facts, data_home.landing)
 
 
 def expected_daily(files, landing: Path) -> dict[tuple[date, int], tuple[int, int, Decimal]]:

@@ -2,17 +2,21 @@
 real local cluster (`tardy.cluster`: PostgreSQL, a Spark standalone master and two workers,
 a Spark Connect server), compared with the embedded `local` gateway on the same landing files.
 
-Every command is a fresh CLI process (`tardy`, stock `sqlmesh`), as a user runs them: a
-classic SparkSession and a Connect session cannot share a process (NOTES fact 16), and this
-pytest process holds neither. The cluster runs on ports of its own, so a developer's
-`make cluster-up` is not disturbed.
+The oracle is the `local` gateway: an independent engine (its own Derby metastore and DuckDB
+state) fed the same files; the per-model content hashes (`tardy fingerprint`) must be equal
+after the plan, after `sqlmesh run` absorbed in-grace data, after the restatement of the
+closed days, and after its rollback. The `local` story is a template (``homes.Template``,
+``reference``): built once per content hash in the worker's warm engine, while the cluster
+boots, with the stock `sqlmesh run` as a real process; its checkpoints are kept as the
+template's facts, so no flow runs twice and a second `make test` reuses them.
 
-The oracle is the `local` gateway: an independent engine (its own JVM, Derby metastore and
-DuckDB state) fed the same files; the per-model content hashes (`tardy fingerprint`) must be
-equal after the plan, after `sqlmesh run` absorbed in-grace data, after the restatement of
-the closed days, and after its rollback. On `connect`, two client processes with their own
-data homes share the lakehouse: two ingests of the same delivery at once commit each file
-once (the ledger), and of two restatements started together one is refused by the lock.
+On `connect`, every command is a fresh CLI process (`tardy`, stock `sqlmesh`), as a user runs
+them, and two client processes with their own data homes share the lakehouse: two ingests of
+the same delivery at once commit each file once (the ledger), and of two restatements started
+together one is refused by the lock. On `cluster` (the driver in the client, executors on the
+workers, metastore and state in PostgreSQL) the story runs once in one client process, up to
+the promotion. The cluster runs on ports of its own, so a developer's `make cluster-up` is not
+disturbed.
 """
 
 from __future__ import annotations
@@ -26,16 +30,19 @@ import tempfile
 import typing as t
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
-from children import late_sales
+from children import cli_in_process, late_sales
+from homes import Template
 
 from tardy.home import project_root
+from tardy.simulate import SimulationConfig, simulate
 
 SQLMESH = str(Path(sys.executable).parent / "sqlmesh")
-THROUGH = "2026-01-12T00:00:00Z"  # the simulated feed's last arrival
+FEED = SimulationConfig(seed=13, stores=2, days=11, transactions_per_store_day=30)
+THROUGH = datetime(2026, 1, 12, tzinfo=UTC)  # the simulated feed's last arrival
 PLANNED_AT = "2026-01-11"  # execution time of the plan: days through 2026-01-10 built
 RUN_THROUGH = "2026-01-11"  # `sqlmesh run --end`: builds 2026-01-11 (inclusive)
 FIRST_DELIVERY_BEFORE = "arrival_ts=20260111T000000Z"  # landing dirs sort by arrival
@@ -85,41 +92,53 @@ def start(env: dict[str, str], *argv: str) -> subprocess.Popen[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The feed: simulated sales through THROUGH, and sales for two closed days arriving late."""
-    root = tmp_path_factory.mktemp("feed")
-    home = root / "home"
-    tardy(
-        base_env(home),
-        *("simulate", "--stores", "2", "--days", "11", "--transactions-per-store-day", "30"),
-        *("--seed", "13", "--through", THROUGH, "--landing", str(root / "landing")),
-    )
-    late = root / "landing" / "pos" / LATE_DIR
+def make_feed(landing: Path) -> Path:
+    """The feed: simulated sales and store changes through THROUGH, and sales for two closed
+    days arriving late."""
+    simulate(FEED, landing, through=THROUGH)
+    late = landing / "pos" / LATE_DIR
     late.mkdir()
     (late / "late.jsonl").write_text(late_sales("C13", date(2026, 1, 1)))
-    return root / "landing"
+    return landing
 
 
 @pytest.fixture(scope="module")
-def cluster(local_started: Future[dict[str, t.Any]]) -> t.Iterator[dict[str, str]]:
-    """`python -m tardy.cluster up` on this test's ports; its exports; `down` afterwards.
-    Its home is open to traversal (pytest's are not): PostgreSQL runs as user postgres."""
+def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_feed(tmp_path_factory.mktemp("feed") / "landing")
+
+
+@pytest.fixture(scope="module")
+def cluster_started() -> t.Iterator[Future[dict[str, str]]]:
+    """`python -m tardy.cluster up` on this test's ports, started in a thread as soon as the
+    module needs the cluster or the reference: it boots while the reference is built."""
     home = Path(tempfile.mkdtemp(prefix="tardy-test-cluster-"))
-    home.chmod(0o711)
+    home.chmod(0o711)  # PostgreSQL runs as user postgres: its home is open to traversal
     env = {**base_env(home), **PORTS}
-    cli = (sys.executable, "-m", "tardy.cluster")
-    try:
-        up = run(env, *cli, "up")
-        exports = dict(
-            line.removeprefix("export ").split("=", 1) for line in up.stdout.splitlines()
-        )
-        yield {**env, **exports}
-    finally:
-        run(env, *cli, "down")
-        left = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True)
-        assert not left.stdout.strip(), f"left running: {left.stdout}"
-        shutil.rmtree(home)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        started = pool.submit(cluster_up, env)
+        try:
+            yield started
+        finally:
+            started.exception()  # wait for the boot to end, whatever it did
+            run(env, *CLUSTER_CLI, "down")
+            left = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True)
+            shutil.rmtree(home)
+            assert not left.stdout.strip(), f"left running: {left.stdout}"
+
+
+CLUSTER_CLI = (sys.executable, "-m", "tardy.cluster")
+
+
+def cluster_up(env: dict[str, str]) -> dict[str, str]:
+    up = run(env, *CLUSTER_CLI, "up")
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in up.stdout.splitlines())
+    return {**env, **exports}
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_started: Future[dict[str, str]], local: dict[str, t.Any]) -> dict[str, str]:
+    """The cluster's exports (after the reference: it is built while the cluster boots)."""
+    return cluster_started.result(timeout=1800)
 
 
 def deliver(landing: Path, home: Path, first: bool) -> None:
@@ -198,20 +217,96 @@ DETECTED = ("arrival_watermark", "late_rows", "impacted", "absorbed_by_next_run"
 STATUS = ("data_watermark", "last_final_day", "pending_final", "sources", "revisions")
 
 
-@pytest.fixture(scope="module")
-def local_started(
-    landing: Path, tmp_path_factory: pytest.TempPathFactory
-) -> t.Iterator[Future[dict[str, t.Any]]]:
-    """The `local` reference flow, started in a thread as soon as the module needs the
-    cluster: it runs while the cluster boots and the `connect` flow runs (CI time)."""
-    env = {**base_env(tmp_path_factory.mktemp("local")), "TARDY_GATEWAY": "local"}
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        yield pool.submit(flow, env, landing)
+def flow_here(
+    home: Path,
+    landing: Path,
+    context: t.Callable[[], t.Any],
+    stock_run: t.Callable[[], None] | None = None,
+    *,
+    rollback: bool = True,
+) -> dict[str, t.Any]:
+    """The story of :func:`flow` in this process (``tardy`` commands in-process, the plan and
+    the run through SQLMesh's Python API, or the run as the stock CLI when ``stock_run`` is
+    given), with the same checkpoints. ``context()`` gives the home's open ``Context``."""
+
+    def cli_json(*argv: str) -> t.Any:
+        code, out, err = cli_in_process(*argv, "--json")
+        assert code == 0, (argv, out[-2000:], err[-2000:])
+        return json.loads(out)
+
+    deliver(landing, home, first=True)
+    seen: dict[str, t.Any] = {}
+    cli_json("ingest")
+    context().plan(
+        "prod", execution_time=PLANNED_AT, auto_apply=True, no_prompts=True, skip_tests=True
+    )
+    seen["planned"] = cli_json("fingerprint")
+    deliver(landing, home, first=False)
+    seen["ingests"] = [cli_json("ingest")]
+    seen["rows"] = cli_json("summary")["rows"]
+    if stock_run is None:
+        context().run(end=RUN_THROUGH)
+    else:
+        stock_run()
+    seen["run"] = cli_json("fingerprint")
+    manifest = cli_json("detect")
+    seen["detect"] = {key: manifest[key] for key in DETECTED}
+    seen["restatement"] = cli_json("restate", "--reason", "late sales")
+    seen["promoted"] = cli_json("fingerprint")
+    if not rollback:
+        return seen
+    code, out, err = cli_in_process(
+        "rollback", seen["restatement"]["restatement_id"], "--reason", "check"
+    )
+    assert code == 0, (out[-2000:], err[-2000:])
+    seen["rolled_back"] = cli_json("fingerprint")
+    status = cli_json("status")
+    seen["status"] = {key: status[key] for key in STATUS}
+    return seen
+
+
+def silver_writes(spark: t.Any) -> list[dict[str, str]]:
+    """The operation parameters of every WRITE in the Delta history of silver's physical
+    tables."""
+    names = [r.tableName for r in spark.sql("SHOW TABLES IN sqlmesh__silver").collect()]
+    writes = []
+    for name in (n for n in names if n.startswith("silver__sales_transactions__")):
+        for r in spark.sql(f"DESCRIBE HISTORY sqlmesh__silver.{name}").collect():
+            if r.operation == "WRITE":
+                writes.append(dict(r.operationParameters))
+    return writes
+
+
+def build_reference(engine: t.Any, root: Path) -> dict[str, t.Any]:
+    """The `local` gateway's story on the feed, in the warm engine; `sqlmesh run` is the stock
+    CLI in a real process (it does not load the project: config.yaml's `before_all` must
+    switch its writes to exact intervals)."""
+    env = {**base_env(root), "TARDY_GATEWAY": "local"}
+
+    def stock_run() -> None:
+        engine.release()
+        run(env, SQLMESH, "run", "--end", RUN_THROUGH)
+
+    landing = make_feed(root / "feed")
+    seen = flow_here(root, landing, lambda: engine.open(root)[1], stock_run)
+    seen["writes"] = silver_writes(engine.open(root)[2])
+    return seen
+
+
+REFERENCE = Template("reference", build_reference)
 
 
 @pytest.fixture(scope="module")
-def local(local_started: Future[dict[str, t.Any]]) -> dict[str, t.Any]:
-    return local_started.result(timeout=3600)
+def local(
+    engine: t.Any,
+    cluster_started: Future[dict[str, str]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, t.Any]:
+    """The `local` reference's checkpoints (the template's facts), built while the cluster
+    boots."""
+    for variable in CLUSTER_VARIABLES:
+        assert not any(k.startswith(variable) for k in os.environ), variable
+    return REFERENCE.copy_to(engine, tmp_path_factory.mktemp("reference") / "home")
 
 
 @pytest.fixture(scope="module")
@@ -262,22 +357,6 @@ def test_connect_gateway_matches_local_and_serialises_two_clients(
     assert seen["restatement"]["restatement_id"] in refused[0][2], refused[0][2]
 
 
-# The Delta history of silver's physical tables, in a child process on the home's gateway
-# (this process may hold the suite's classic session; a Connect one cannot join it).
-HISTORY = """
-import json
-from tardy.project import open_context, spark_of
-spark = spark_of(open_context())
-names = [r.tableName for r in spark.sql("SHOW TABLES IN sqlmesh__silver").collect()]
-writes = []
-for name in (n for n in names if n.startswith("silver__sales_transactions__")):
-    for r in spark.sql(f"DESCRIBE HISTORY sqlmesh__silver.{name}").collect():
-        if r.operation == "WRITE":
-            writes.append(dict(r.operationParameters))
-print(json.dumps(writes))
-"""
-
-
 @pytest.mark.parametrize("gateway", ["local", "connect"])
 def test_stock_commands_write_exact_intervals(
     gateway: str, local: dict[str, t.Any], connected: dict[str, t.Any]
@@ -285,9 +364,11 @@ def test_stock_commands_write_exact_intervals(
     """Every overwrite of silver carries its interval predicate (`REPLACE WHERE`, tardy's
     `exact_writes`; NOTES fact 2), the stock `sqlmesh plan` and `sqlmesh run` included:
     `sqlmesh run` does not load the project, so config.yaml's `before_all` switches it."""
-    env = {"local": local, "connect": connected}[gateway]["env"]
-    done = run(env, sys.executable, "-c", HISTORY)
-    writes = json.loads(done.stdout.strip().splitlines()[-1])
+    if gateway == "local":
+        writes = local["writes"]
+    else:  # a Connect client in a process of its own (this one may hold a classic session)
+        done = run(connected["env"], sys.executable, __file__, "writes")
+        writes = json.loads(done.stdout.strip().splitlines()[-1])
     overwrites = [w for w in writes if w.get("mode") == "Overwrite"]
     assert len(overwrites) >= 3, writes  # plan, run, promotion
     assert all("event_date" in w.get("predicate", "") for w in overwrites), overwrites
@@ -308,9 +389,8 @@ def test_cluster_gateway_matches_local(
 ) -> None:
     """The driver in the client process, executors on the standalone workers; its own
     lakehouse (state and metastore databases, warehouse) on the same PostgreSQL."""
-    cli = (sys.executable, "-m", "tardy.cluster", "database")
     for database in ("state_cluster", "metastore_cluster"):
-        run(cluster, *cli, database)
+        run(cluster, *CLUSTER_CLI, "database", database)
     pg = f"{cluster['TARDY_PG_HOST']}:{cluster['TARDY_PG_PORT']}"
     warehouse = tmp_path_factory.mktemp("cluster-warehouse")
     env = {
@@ -322,15 +402,15 @@ def test_cluster_gateway_matches_local(
         "TARDY_WAREHOUSE": str(warehouse),
     }
     before = {app["id"] for app in _apps(cluster)}
-    seen = flow(env, landing, rollback=False)
+    done = run(env, sys.executable, __file__, "flow", str(landing))
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
 
     for checkpoint in CLUSTER_CHECKPOINTS:
         assert seen[checkpoint] == local[checkpoint], checkpoint
     assert (warehouse / "bronze.db").is_dir()
-    # Each command was an application of the master whose executors ran on the workers.
+    # The client was an application of the master whose executors ran on the workers.
     drivers = [a["id"] for a in _apps(cluster) if a["id"] not in before and a["name"] == "tardy"]
-    # ingest, plan, summary, run, detect, restate, 3 fingerprints
-    assert len(drivers) >= 8, drivers
+    assert len(drivers) == 1, drivers
     root = Path(cluster["TARDY_WAREHOUSE"]).parent
     for app in drivers:
         assert list(root.glob(f"worker-*/{app}/*/stderr")), f"no executor of {app}"
@@ -345,3 +425,16 @@ def test_the_local_reference_restates_and_rolls_back(local: dict[str, t.Any]) ->
     assert local["rolled_back"] == local["run"]
     assert local["detect"]["late_rows"] > 0 and local["detect"]["impacted"]
     assert local["status"]["pending_final"], "the rolled-back late data waits again"
+
+
+if __name__ == "__main__":
+    from tardy.project import open_context, spark_of
+
+    if sys.argv[1] == "writes":
+        print(json.dumps(silver_writes(spark_of(open_context(load=False)))))
+    else:  # flow LANDING: the story up to the promotion, in this process
+        from tardy.home import activate
+
+        opened = open_context()
+        story = flow_here(activate().root, Path(sys.argv[2]), lambda: opened, rollback=False)
+        print(json.dumps(story, default=str))

@@ -1,17 +1,18 @@
 """Restatements against other writers, each other, kills and the review commands.
 
-One small lakehouse in its own data home, built once (module fixture) and driven through a
-chain of scenarios. Each phase runs in a child process (this module run as a script:
-``build``, ``stuck``, ``after``), calling ``tardy.cli.main`` in-process for exit codes and
-messages, and the two kills happen to a child acting as ``tardy promote`` / ``tardy restate``
-(``TARDY_FAILPOINT``; the child leads its process group, so its JVM dies with it); the race
-is two real ``tardy restate`` processes. A JVM start costs 20-25 s, so processes are few:
+One small lakehouse in its own data home (a copy of the ``small`` template), driven through a
+chain of scenarios (module fixture). The observations run in this process, in the worker's
+warm engine (``homes.Engine``), calling ``tardy.cli.main`` in-process for exit codes and
+messages; real processes only where the process is the subject: a ``tardy restate`` refused
+while this process has the home open, the two kills (``tardy promote`` and ``tardy restate``
+with ``TARDY_FAILPOINT``, each leading its process group so that its JVM dies with it) and the
+race of two ``tardy restate``:
 
-- build: prod from scratch; ``tardy restate`` started while the child has the data home open
-  is refused (exit 3), naming the process; late rows for closed days; a restatement is
-  staged, a ``sqlmesh run`` commits, ``tardy promote`` refuses (exit 2) and commits nothing;
-  ``tardy discard`` drops the stage; ``restate --dry-run`` writes nothing; the same rows are
-  staged again, and their promotion is killed after its first table;
+- build: ``tardy restate`` started while this process has the data home open is refused
+  (exit 3), naming the process; late rows for closed days; a restatement is staged, a
+  ``sqlmesh run`` commits, ``tardy promote`` refuses (exit 2) and commits nothing; ``tardy
+  discard`` drops the stage; ``restate --dry-run`` writes nothing; the same rows are staged
+  again, and ``tardy promote`` of them is killed after its first table;
 - stuck: a run of the gold models commits to tables the promotion had not reached; ``tardy
   promote`` refuses (2), ``tardy restate`` is refused (3) while it is ``promoting``; ``tardy
   discard`` restores the promoted table and drops the stage; then ``tardy restate`` is killed
@@ -31,37 +32,30 @@ import subprocess
 import sys
 import time
 import typing as t
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from children import cli_in_process, late_sales
+from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, cli_in_process, late_sales
 
 from tardy.home import project_root
-from tardy.simulate import SimulationConfig
 
-CONFIG = SimulationConfig(seed=3, stores=2, days=10, transactions_per_store_day=20)
-CLOCK = datetime.combine(CONFIG.start + timedelta(days=CONFIG.days), datetime.min.time(), UTC)
+CONFIG, CLOCK = SMALL_CONFIG, SMALL_CLOCK
 BIN = Path(sys.executable).parent
-RESULT = "RESULT "
 TERMINAL = {"promoted", "discarded", "rolled_back", "audit_failed", "breaker_tripped"}
 
 
-# -- child processes: in-process work on the data home ---------------------------------------
+# -- in-process work on the data home, in the warm engine ------------------------------------
 
 
 class Child:
-    """The phase's context and session, and what it observes."""
+    """The phase's home, context and session (opened in the warm engine), and what it
+    observes."""
 
-    def __init__(self) -> None:
-        from tardy.home import activate
-        from tardy.project import open_context, spark_of
-
+    def __init__(self, home: t.Any, context: t.Any, spark: t.Any) -> None:
         self.started = time.perf_counter()
         self.seconds: dict[str, float] = {}  # cumulative, at each mark
-        self.home = activate()
-        self.context = open_context()
-        self.spark = spark_of(self.context)
+        self.home, self.context, self.spark = home, context, spark
 
     def mark(self, step: str) -> None:
         self.seconds[f"{len(self.seconds)} {step}"] = round(time.perf_counter() - self.started, 1)
@@ -75,14 +69,6 @@ class Child:
         except ValueError:
             payload = " ".join(text.split())
         return {"code": code, "out": payload, "err": " ".join(err.split())}
-
-    def report_then_kill(self, out: dict[str, t.Any], failpoint: str, *argv: str) -> None:
-        """Print the phase's result, then run ``tardy <argv>`` until the failpoint kills this
-        process and its group (it leads its group: the parent starts it in a new session)."""
-        print(RESULT + json.dumps(out, default=str), flush=True)
-        os.environ["TARDY_FAILPOINT"] = failpoint
-        self.cli(*argv)
-        raise SystemExit(f"{failpoint} was never reached")
 
     def fingerprints(self) -> dict[str, t.Any]:
         from tardy.fingerprint import fingerprints
@@ -146,32 +132,17 @@ def land_late_rows(child: Child) -> None:
     ingest(child.spark, child.home.landing)
 
 
-def phase_build() -> dict[str, t.Any]:
-    from tardy.ingest import ingest
-    from tardy.simulate import simulate
-
-    child = Child()
-    simulate(CONFIG, child.home.landing, through=CLOCK)
-    ingest(child.spark, child.home.landing)  # this process now has the state and metastore
-    busy = subprocess.Popen(  # refused while this process holds the home (during the plan)
+def phase_build(child: Child) -> dict[str, t.Any]:
+    child.context.state_sync.get_environment("prod")  # this process has the state ...
+    land_late_rows(child)  # ... and the metastore open
+    busy = subprocess.Popen(  # refused while this process holds the home
         [str(BIN / "tardy"), "restate", "--reason", "busy", "--json"],
         cwd=project_root(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    child.context.plan(
-        "prod",
-        execution_time=CLOCK,
-        auto_apply=True,
-        no_prompts=True,
-        skip_tests=True,
-        skip_linter=True,
-        no_diff=True,
-    )
-    child.mark("plan")
     stdout, stderr = busy.communicate(timeout=600)
-    land_late_rows(child)
     out: dict[str, t.Any] = {
         "pid": os.getpid(),
         "busy": {"code": busy.returncode, "out": stdout, "err": stderr[-3000:]},
@@ -213,13 +184,10 @@ def phase_build() -> dict[str, t.Any]:
         "watermarks": child.watermarks(),
     }
     out["seconds"] = child.seconds
-    # This process, as `tardy promote`, killed with its process group after the first table.
-    child.report_then_kill(out, "promote:1", "promote", again["out"]["restatement_id"])
     return out
 
 
-def phase_stuck(restatement_id: str) -> dict[str, t.Any]:
-    child = Child()
+def phase_stuck(child: Child, restatement_id: str) -> dict[str, t.Any]:
     out: dict[str, t.Any] = {
         "killed": {
             "actions": child.actions(restatement_id),
@@ -250,15 +218,12 @@ def phase_stuck(restatement_id: str) -> dict[str, t.Any]:
         "watermarks": [watermarks, child.watermarks()],
     }
     out["seconds"] = child.seconds
-    # This process, as `tardy restate`, killed with its process group after staging 2 tables.
-    child.report_then_kill(out, "stage:2", "restate", "--reason", "killed", "--json")
     return out
 
 
-def phase_after(promoted_id: str) -> dict[str, t.Any]:
+def phase_after(child: Child, promoted_id: str) -> dict[str, t.Any]:
     from tardy.engine import log
 
-    child = Child()
     entries = log.entries(child.spark)
     out: dict[str, t.Any] = {
         "log": {
@@ -341,21 +306,19 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def _child(home: Path, phase: str, *args: str) -> tuple[int, dict[str, t.Any]]:
-    """Run a phase in a child process (leading its own process group); its exit code and
-    result."""
+def _killed(home: Path, failpoint: str, *args: str) -> int:
+    """``tardy <args>`` until ``failpoint`` kills it with its process group; its exit code."""
     done = subprocess.run(
-        [str(BIN / "python"), __file__, phase, *args],
+        [str(BIN / "tardy"), *args],
         cwd=project_root(),
-        env=_env(home),
+        env={**_env(home), "TARDY_FAILPOINT": failpoint},
         capture_output=True,
         text=True,
         timeout=900,
         start_new_session=True,
     )
-    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT)]
-    assert lines, f"{phase} ({done.returncode})\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.returncode, json.loads(lines[-1][len(RESULT) :])
+    assert done.returncode == -signal.SIGKILL, f"{failpoint}\n{done.stderr[-3000:]}"
+    return done.returncode
 
 
 def _tardy(home: Path, out: Path, *args: str) -> subprocess.Popen:
@@ -387,7 +350,7 @@ def _finished(process: subprocess.Popen, out: Path) -> dict[str, t.Any]:
 
 
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.Any]:
+def chain(engine: t.Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.Any]:
     root = tmp_path_factory.mktemp("races")
     home = root / "home"
     started = time.perf_counter()
@@ -396,12 +359,18 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.Any]:
     def done(step: str) -> None:
         results["seconds"][step] = round(time.perf_counter() - started, 1)
 
-    code, results["build"] = _child(home, "build")
-    results["promote_killed"] = {"code": code}
-    done("build, promote killed")
+    SMALL.copy_to(engine, home)
+    results["build"] = phase_build(Child(*engine.open(home)))
+    engine.release()
     second = results["build"]["again"]["staged"]["out"]["restatement_id"]
+    # `tardy promote` of the staged restatement, killed after its first table.
+    results["promote_killed"] = {"code": _killed(home, "promote:1", "promote", second)}
+    done("build, promote killed")
 
-    code, results["stuck"] = _child(home, "stuck", second)
+    results["stuck"] = phase_stuck(Child(*engine.open(home)), second)
+    engine.release()
+    # `tardy restate`, killed after staging two tables.
+    code = _killed(home, "stage:2", "restate", "--reason", "killed", "--json")
     results["stage_killed"] = {"code": code, "stage_tables": stage_tables(home=home)}
     done("stuck, restate killed")
 
@@ -413,8 +382,8 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.Any]:
     done("race")
     winner = [r for r in results["race"] if r["code"] == 0]
     assert winner, results["race"]
-    code, results["after"] = _child(home, "after", winner[0]["out"]["restatement_id"])
-    assert code == 0, results["after"]
+    results["after"] = phase_after(Child(*engine.open(home)), winner[0]["out"]["restatement_id"])
+    engine.release()
     done("after")
     print(json.dumps(results["seconds"]))  # shown with -s: where the time goes
     return results
@@ -669,9 +638,3 @@ def test_the_busy_check_names_another_holder_of_the_state_and_ignores_its_own(
     with open(state, "r+b") as own:  # a lock of this process (or its JVM) is not "another"
         fcntl.lockf(own, fcntl.LOCK_EX | fcntl.LOCK_NB)
         assert home_busy(tmp_path, wait=0) is None
-
-
-if __name__ == "__main__":
-    phases = {"build": phase_build, "stuck": phase_stuck, "after": phase_after}
-    result = phases[sys.argv[1]](*sys.argv[2:])
-    print(RESULT + json.dumps(result, default=str), flush=True)

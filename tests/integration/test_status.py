@@ -1,11 +1,10 @@
 """`tardy status` on real Spark + Delta: the data watermark, final/provisional days, lateness.
 
-Runs on the session's data home as it finds it: alone, it builds a small prod first (two
-stores, a plan at 2026-01-09, then two and a half more days of arrivals not yet run); in
-`make test` the xdist worker that ran test_lakehouse.py runs it right after
-(tests/conftest.py), and it uses that module's final state. Either way it lands a few probe
-rows of its own (source ``status_probe``) whose lateness is known by construction, and checks
-every number against pandas on bronze.
+Runs on a copy of the ``timeline`` template (``timeline.py``: three stores over 14 days, built
+day by day with late, duplicated and corrected records) with two and a half more days of
+arrivals that no run has seen yet. It lands a few probe rows of its own (source
+``status_probe``) whose lateness is known by construction, and checks every number against
+pandas on bronze.
 """
 
 from __future__ import annotations
@@ -18,14 +17,15 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from timeline import CONFIG, TIMELINE, midnight
 
 from tardy.ingest import ingest
-from tardy.simulate import SimulationConfig, arrival_dir_name, simulate
+from tardy.simulate import arrival_dir_name, simulate
+
+TIMELINE_CLOCK = midnight(CONFIG.start + timedelta(days=CONFIG.days))  # the template's last run
 
 GRACE = 3
-CONFIG = SimulationConfig(seed=23, stores=2, days=14, transactions_per_store_day=10)
-PLAN_CLOCK = datetime.combine(CONFIG.start + timedelta(days=8), time(0), tzinfo=UTC)
-LATER = PLAN_CLOCK + timedelta(days=2, hours=12)
+LATER = TIMELINE_CLOCK + timedelta(days=2, hours=12)  # arrivals past the last run
 PROBE = "status_probe"
 VIEW = "tardy.daily_store_revenue_status"
 SILVER, DAILY = "silver.sales_transactions", "gold.daily_store_revenue"
@@ -54,17 +54,34 @@ def _land(landing: Path, arrival: datetime, lines: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
+def home_root(engine, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("status") / "home"
+    TIMELINE.copy_to(engine, root)
+    return root
+
+
+# The module's home, context and session: the copy, opened in the worker's warm engine.
+@pytest.fixture(scope="module")
+def data_home(engine, home_root: Path):
+    return engine.open(home_root)[0]
+
+
+@pytest.fixture(scope="module")
+def context(engine, home_root: Path, data_home):
+    return engine.open(home_root)[1]
+
+
+@pytest.fixture(scope="module")
+def spark(engine, home_root: Path, context):
+    return engine.open(home_root)[2]
+
+
+@pytest.fixture(scope="module")
 def lake(context, spark, data_home) -> SimpleNamespace:
     from tardy.status import ensure_status_view, status
 
-    if context.state_sync.get_environment("prod") is None:
-        simulate(CONFIG, data_home.landing, through=PLAN_CLOCK)
-        ingest(spark, data_home.landing)
-        context.plan(
-            "prod", execution_time=PLAN_CLOCK, auto_apply=True, no_prompts=True, skip_tests=True
-        )
-        simulate(CONFIG, data_home.landing, through=LATER)  # arrivals no run has seen yet
-        ingest(spark, data_home.landing)
+    simulate(CONFIG, data_home.landing, through=LATER)  # arrivals no run has seen yet
+    ingest(spark, data_home.landing)
     ensure_status_view(context, spark)  # before the probe: the view must follow new arrivals
     before = spark.sql("SELECT MAX(arrival_ts) AS m FROM bronze.pos_events").first().m
     midnight = datetime.combine(before.date(), time(0))
