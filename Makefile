@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export TARDY_HOME ?= $(CURDIR)/.tardy
 
 .PHONY: setup demo test unit-test sqlmesh-test chromium lint bench chaos clean \
-	cluster-up cluster-down cluster-status
+	cluster-up cluster-down cluster-status cluster-story
 
 setup: $(VENV)/.tardy-setup
 
@@ -21,7 +21,7 @@ demo: setup
 	$(BIN)/tardy demo
 
 test: setup sqlmesh-test chromium
-	$(BIN)/python -m pytest -q --durations=10 -n 2 --dist loadscope --no-loadscope-reorder
+	$(BIN)/python -m pytest -q --durations=15 -n 2 --dist loadscope --no-loadscope-reorder
 
 sqlmesh-test: setup
 	$(BIN)/sqlmesh test
@@ -51,6 +51,12 @@ chaos: setup
 # A local cluster on loopback under $(TARDY_HOME)/cluster/ (docs/cluster.md): PostgreSQL, a
 # Spark standalone master and two workers, a Spark Connect server. `cluster-up` prints the
 # `export` lines a shell needs (progress on stderr): eval "$$(make -s cluster-up)".
+# Not part of `make test`: the cluster story's long form, every command of the `cluster`
+# gateway a process of its own through the rollback (`make test` runs its short form).
+cluster-story: setup
+	TARDY_CLUSTER_STORY=full $(BIN)/python -m pytest -q -s --durations=15 \
+		tests/integration/test_on_cluster.py
+
 cluster-up: setup
 	@$(BIN)/python -m tardy.cluster up
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: one temporary data home and one SparkSession for the whole pytest run.
+"""Shared fixtures: one warm Spark engine per pytest worker (``homes.Engine``) and the
+worker's shared temporary data home; the scheduling of modules on the workers.
 
 `make test` runs the suite on two pytest-xdist workers with ``--dist loadscope``, scheduled
 by the hook below: each module is one work unit (its module fixtures are built once), a module
@@ -21,19 +22,21 @@ import pytest
 # The integration tests' shared helpers (homes, oracle, children) import as top-level modules.
 sys.path.insert(0, str(Path(__file__).parent / "integration"))
 
-# Work units, longest first (seconds on one of two busy workers, fresh-clone CI of session 7).
-# A module not listed runs after them, in collection order (unit tests: seconds).
+# Work units, longest first (seconds on an idle machine, one module alone, templates cached:
+# docs/testing.md). A module not listed runs after them, in collection order (unit tests:
+# seconds). The templates a unit builds on a fresh clone come first in its time.
 LONGEST_FIRST = (
-    "test_lakehouse",  # ~1,200 s with test_status, which reuses its prod (same worker, after it)
-    "test_on_cluster",  # ~940 s alone (session 11): three flows of fresh processes, a cluster
-    "test_restatement_races",  # ~900 s
-    "test_interrupted_promotion",  # ~770 s
+    "test_lakehouse",  # ~600 s (+~250 s: the timeline template, shared with test_status)
+    "test_on_cluster",  # a cluster, the connect story, the cluster story, the reference
+    "test_restatement_races",  # ~450 s (+~60 s: the small template, shared)
+    "test_interrupted_promotion",  # ~250 s
     "test_cli",  # ~260 s
     "test_code_change",  # ~190 s
-    "test_restatement_log",  # ~150 s
+    "test_store_dimension",  # ~150 s
+    "test_restatement_log",  # ~100 s
 )
 # Modules that share a work unit with another one and run after it on the same worker.
-SAME_WORKER_AS = {"test_status": "test_lakehouse"}
+SAME_WORKER_AS: dict[str, str] = {}
 
 
 def _work_unit(nodeid: str) -> str:

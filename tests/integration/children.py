@@ -1,15 +1,12 @@
 """Shared by the tests that need their own data home: the ``small`` template (a small prod
-that the restatement tests start from), the CLI called in-process, a test module run as a
-child process where the process is the subject, and the late sales they land for closed days.
+that the restatement tests start from), work in a home of its own in the warm engine, the CLI
+called in-process, and the late sales they land for closed days.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 import typing as t
 from contextlib import redirect_stderr, redirect_stdout
 from datetime import UTC, date, datetime, timedelta
@@ -17,7 +14,6 @@ from pathlib import Path
 
 from homes import Engine, Template
 
-from tardy.home import project_root
 from tardy.simulate import SimulationConfig
 
 # Two stores over ten days, prod planned at midnight after the last day: the restatement
@@ -50,19 +46,17 @@ def build_small(engine: Engine, root: Path) -> dict[str, t.Any]:
 SMALL = Template("small", build_small)
 
 
-def run_in_own_home(script: str, home: Path, *args: str, timeout: float = 900) -> t.Any:
-    """Run ``script`` (a test module's ``__main__``) with ``TARDY_HOME=home``; the JSON of
-    the last line it printed."""
-    done = subprocess.run(
-        [sys.executable, script, *args],
-        cwd=project_root(),
-        env={**os.environ, "TARDY_HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def in_own_home(engine: Engine, home: Path, child: t.Callable[..., t.Any], *args: t.Any) -> t.Any:
+    """``child(*args)`` in this process, with the data home ``home`` open in the worker's warm
+    engine (``TARDY_HOME`` set: the child's own ``open_context()`` finds the open session);
+    the home is released afterwards, for any process that comes next. Its result as JSON
+    carries it."""
+    engine.open(home)
+    try:
+        result = child(*args)
+    finally:
+        engine.release()
+    return json.loads(json.dumps(result, default=str))  # the shape a child process printed
 
 
 def cli_in_process(*argv: str) -> tuple[int, str, str]:

@@ -1,7 +1,7 @@
 """Two ingests of the same landing files at the same time: every landing line once in bronze.
 
-A child process (this module run as a script, on its own data home: the shared pytest
-SparkSession holds this session's Derby metastore) lands a few batches, then runs two
+On a data home of its own, opened in the worker's warm engine (``children.in_own_home``),
+it lands a few batches, then runs two
 `ingest` calls on the same files at once, from two threads of one Spark session (the embedded
 Derby metastore admits one process per data home; on a shared metastore the same Delta
 commit protocol arbitrates between processes). Three rounds, each with new files.
@@ -9,12 +9,11 @@ commit protocol arbitrates between processes). Three rounds, each with new files
 
 from __future__ import annotations
 
-import json
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from children import run_in_own_home
+from children import in_own_home
 
 from tardy.simulate import SimulationConfig
 
@@ -22,8 +21,8 @@ CONFIG = SimulationConfig(seed=5, stores=2, days=6, transactions_per_store_day=1
 START = datetime.combine(CONFIG.start, datetime.min.time(), UTC)
 
 
-def race() -> None:
-    """Child: three rounds of two simultaneous ingests; prints what each round found."""
+def race() -> list:
+    """Child: three rounds of two simultaneous ingests; what each round found."""
     from tardy.home import activate
     from tardy.ingest import (
         BRONZE_TABLE,
@@ -90,13 +89,13 @@ def race() -> None:
                 ],
             }
         )
-    print(json.dumps(rounds))
+    return rounds
 
 
 def test_two_ingests_of_the_same_files_at_once_keep_every_line_exactly_once(
-    tmp_path: Path,
+    engine, tmp_path: Path
 ) -> None:
-    rounds = run_in_own_home(__file__, tmp_path / "home")
+    rounds = in_own_home(engine, tmp_path / "home", race)
     landed = 0
     for number, found in enumerate(rounds):
         assert found["errors"] == [], (number, found)
@@ -108,7 +107,3 @@ def test_two_ingests_of_the_same_files_at_once_keep_every_line_exactly_once(
         assert found["ledger_twice"] == 0, (number, found)
         first, second = found["ingested_by_each"]
         assert not set(first) & set(second), (number, "a file was ingested by both")
-
-
-if __name__ == "__main__":
-    race()

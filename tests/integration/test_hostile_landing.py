@@ -4,10 +4,9 @@ Every file ends in bronze line by line, and from there in silver or in the quara
 the reason its case expects, or is refused with an error naming it; a refused file never
 costs another file's rows, earlier or later.
 
-A child process (this module run as a script) does the Spark work on its own data home: the
-rows it ingests are not the shared session home's business (test_lakehouse.py compares that
-home's bronze, silver and gold with its own landing files), and the embedded Derby
-metastore admits one process per data home (test_concurrent_ingest.py does the same). It:
+The Spark work runs on a data home of its own, opened in the worker's warm engine
+(``children.in_own_home``): the rows it ingests are no other module's business
+(test_concurrent_ingest.py does the same). It:
 
 1. writes the first set of hostile cases into its landing root and ingests them
    (``strict``: ``FilesRefused`` is raised after the other files were committed);
@@ -26,18 +25,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from children import run_in_own_home
+from children import in_own_home
 
 SEED = 3
 FIRST_DAY, LAST_DAY, EXECUTION_TIME = "2026-01-01", "2026-01-05", "2026-01-06"
 
 
-def child() -> None:
+def child() -> dict:
     from tardy.cli import main
     from tardy.home import activate
     from tardy.hostile import Outcome, write_after_ingest, write_hostile_landing
@@ -100,7 +98,7 @@ def child() -> None:
     out["silver"] = [r.source_record_id for r in silver.select("source_record_id").collect()]
     quarantine = spark.sql(rendered["silver.sales_quarantine"])
     out["quarantine"] = [list(r) for r in quarantine.select("record_id", "reason").collect()]
-    print(json.dumps(out))
+    return out
 
 
 def oracle_lines(data: bytes) -> list[bytes]:
@@ -116,9 +114,9 @@ def text_sha(line: bytes) -> str:
 
 
 def test_hostile_landing_files_are_ingested_line_by_line_or_refused_by_name(
-    tmp_path: Path,
+    engine, tmp_path: Path
 ) -> None:
-    out = run_in_own_home(__file__, tmp_path / "home")
+    out = in_own_home(engine, tmp_path / "home", child)
     root, snapshot = Path(out["root"]), Path(out["snapshot"])
     cases = {c["name"]: c for c in out["cases"]["first"] + out["cases"]["second"]}
     first_names = {c["name"] for c in out["cases"]["first"]}
@@ -227,7 +225,3 @@ def test_hostile_landing_files_are_ingested_line_by_line_or_refused_by_name(
             assert found == (reason or "silver"), (case["name"], number, found)
             checked[reason or "silver"] += 1
     assert checked["silver"] >= 20 and checked["invalid_json"] >= 20 and len(checked) >= 7
-
-
-if __name__ == "__main__":
-    child()

@@ -4,10 +4,10 @@ A data home whose log was created by the previous code (schema 1: the DDL and vi
 copied from it, and rows as it wrote them: JSON text columns, the staged detail as JSON in
 ``message``) is opened by the current code, killed right after the migration's first commit
 (``TARDY_FAILPOINT=migrate_log:1``, between adding the typed columns and replacing the view),
-then opened again. Each phase is a child process in its own data home (this module run as a
-script): ``old`` builds the schema-1 log and is killed migrating it; ``new`` checks what the
-kill left, finishes the migration, appends typed rows and reads both kinds back, with SQL on
-the typed columns.
+then opened again, in its own data home: ``old`` is a child process (this module run as a
+script) that builds the schema-1 log and is killed migrating it; ``new`` runs in the worker's
+warm engine (``children.in_own_home``), checks what the kill left, finishes the migration,
+appends typed rows and reads both kinds back, with SQL on the typed columns.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import typing as t
 from datetime import datetime
 
 import pytest
-from children import run_in_own_home
+from children import in_own_home
 
 from tardy.home import project_root
 
@@ -333,7 +333,7 @@ def phase_new() -> dict[str, t.Any]:
 
 
 @pytest.fixture(scope="module")
-def migrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.Any]:
+def migrated(engine, tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.Any]:
     home = tmp_path_factory.mktemp("old_log_home")
     env = {**os.environ, "TARDY_HOME": str(home)}
     env.pop("TARDY_FAILPOINT", None)
@@ -348,7 +348,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.Any]:
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     old = json.loads(killed.stdout.strip().splitlines()[-1][len("RESULT ") :])
-    return {"old_phase": old, **run_in_own_home(__file__, home, "new")}
+    return {"old_phase": old, **in_own_home(engine, home, phase_new)}
 
 
 def test_a_kill_between_the_migration_steps_leaves_a_readable_log(
@@ -467,4 +467,4 @@ if __name__ == "__main__":
     if phase == "old":
         phase_old()
     else:
-        print(json.dumps(phase_new(), default=str))
+        raise SystemExit(f"unknown phase {phase}")

@@ -1,11 +1,12 @@
 """A late store change restates exactly the days whose as-of join it alters (Spark + Delta).
 
-A child process (this module run as a script, in its own data home) simulates three stores
-over 40 days with their store-master feed, ingests everything and builds prod with a plan.
-Then a change of store 1's region lands, effective 20 days before the last day and arriving
-after it, and the child runs `tardy detect` and `tardy restate` (in-process CLI); then the same
-change is delivered again (a duplicate), which must restate nothing. A second child rebuilds
-prod in a new data home from the same landing files with one plan.
+In a data home of its own, opened in the worker's warm engine (``children.in_own_home``), it
+simulates three stores over 40 days with their store-master feed, ingests everything and
+builds prod with a plan. Then a change of store 1's region lands, effective 20 days before
+the last day and arriving after it, and it runs `tardy detect` and `tardy restate`
+(in-process CLI); then the same change is delivered again (a duplicate), which must restate
+nothing. Then prod is rebuilt in a second data home from the same landing files with one
+plan.
 
 The parent checks, against ``oracle.py`` (pandas, sharing no code with the models or ingest):
 the restated days of ``gold.daily_region_revenue`` are exactly the days from the change's
@@ -18,13 +19,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 
 import oracle
 import pandas as pd
-from children import cli_in_process, run_in_own_home
+from children import cli_in_process, in_own_home
 
 from tardy.engine.closure import ranges
 
@@ -78,7 +78,7 @@ def region_rows(spark) -> list[list[str]]:
     return sorted([str(v) for v in r] for r in rows)
 
 
-def child_build() -> None:
+def child_build() -> dict:
     from tardy.engine.detect import detect
     from tardy.fingerprint import fingerprints
     from tardy.home import activate
@@ -113,10 +113,10 @@ def child_build() -> None:
     out["duplicate"] = {"code": code, **json.loads(stdout)}
     out["fingerprints"] = {m: f.as_dict() for m, f in fingerprints(context, spark).items()}
     out["landing"] = str(home.landing)
-    print(json.dumps(out, default=str))
+    return out
 
 
-def child_rebuild(landing: str) -> None:
+def child_rebuild(landing: str) -> dict:
     from tardy.fingerprint import fingerprints
     from tardy.home import activate
     from tardy.ingest import ingest
@@ -128,8 +128,7 @@ def child_rebuild(landing: str) -> None:
     spark = spark_of(context)
     ingest(spark, home.landing)
     context.plan("prod", execution_time=CLOCK, auto_apply=True, no_prompts=True)
-    out = {m: f.as_dict() for m, f in fingerprints(context, spark).items()}
-    print(json.dumps(out))
+    return {m: f.as_dict() for m, f in fingerprints(context, spark).items()}
 
 
 def window(landing: Path) -> tuple[set[date], set[date]]:
@@ -159,8 +158,8 @@ def window(landing: Path) -> tuple[set[date], set[date]]:
     return calendar, sold
 
 
-def test_a_late_store_change_restates_exactly_the_days_it_alters(tmp_path: Path) -> None:
-    out = run_in_own_home(__file__, tmp_path / "home", "build", timeout=1500)
+def test_a_late_store_change_restates_exactly_the_days_it_alters(engine, tmp_path: Path) -> None:
+    out = in_own_home(engine, tmp_path / "home", child_build)
     landing = Path(out["landing"])
     calendar, expected = window(landing)
     assert len(expected) >= 2, "the simulated timeline leaves the late change a short window"
@@ -202,13 +201,6 @@ def test_a_late_store_change_restates_exactly_the_days_it_alters(tmp_path: Path)
     assert not any(duplicate["impacted"].values())
 
     # A rebuild from the same landing files in a second data home: the same content.
-    rebuilt = run_in_own_home(__file__, tmp_path / "rebuilt", "rebuild", out["landing"])
+    rebuilt = in_own_home(engine, tmp_path / "rebuilt", child_rebuild, out["landing"])
     assert rebuilt == out["fingerprints"]
     assert out["fingerprints"]["gold.daily_region_revenue"]["rows"] > 0
-
-
-if __name__ == "__main__":
-    if sys.argv[1] == "build":
-        child_build()
-    else:
-        child_rebuild(sys.argv[2])

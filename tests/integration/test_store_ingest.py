@@ -1,10 +1,9 @@
 """Store changes through `tardy ingest` on real Spark + Delta: ``store_master`` landing files go
 to ``bronze.store_changes``, every other source system to ``bronze.pos_events``, one ledger.
 
-A child process (this module run as a script) does the Spark work on its own data home, as
-test_hostile_landing.py does: the hand-written pos lines it ingests are not the shared
-session home's business (test_lakehouse.py compares that home's bronze with its own landing
-files), and the embedded Derby metastore admits one process per data home. It ingests a small
+The Spark work runs on a data home of its own, opened in the worker's warm engine
+(``children.in_own_home``), as test_hostile_landing.py does: the hand-written pos lines it
+ingests are no other module's business. It ingests a small
 hand-written landing (a store_master file with a valid change, the same line again, a line
 that is not JSON, a JSON array, a record missing most fields, an offset timestamp, a bad
 store id and timestamp, a blank line; and a pos file), reads back both bronze tables and the
@@ -20,7 +19,7 @@ import io
 import json
 from pathlib import Path
 
-from children import run_in_own_home
+from children import in_own_home
 
 ARRIVAL = "arrival_ts=20260105T060000Z"
 STORE_FILE = f"store_master/{ARRIVAL}/changes.jsonl"
@@ -81,7 +80,7 @@ INGEST_JSON_KEYS = {
 }
 
 
-def child() -> None:
+def child() -> dict:
     from tardy.cli import main
     from tardy.home import activate
     from tardy.ingest import BRONZE_TABLE, LEDGER_TABLE, STORE_CHANGES_TABLE, ingest
@@ -133,7 +132,7 @@ def child() -> None:
         code = main(["ingest", "--json"])
     out["cli"] = {"code": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()[-2000:]}
     out["counts_after"] = {t: count(t) for t in (STORE_CHANGES_TABLE, BRONZE_TABLE, LEDGER_TABLE)}
-    print(json.dumps(out))
+    return out
 
 
 def declared_columns(name: str) -> dict[str, str]:
@@ -172,8 +171,8 @@ def _expected_store_row(line: str) -> dict[str, str | None]:
     return texts
 
 
-def test_store_changes_and_sales_land_in_their_own_tables(tmp_path: Path) -> None:
-    out = run_in_own_home(__file__, tmp_path / "home")
+def test_store_changes_and_sales_land_in_their_own_tables(engine, tmp_path: Path) -> None:
+    out = in_own_home(engine, tmp_path / "home", child)
     root = Path(out["root"])
     store_sha, pos_sha = _sha(root / STORE_FILE), _sha(root / POS_FILE)
 
@@ -258,7 +257,3 @@ def test_store_changes_and_sales_land_in_their_own_tables(tmp_path: Path) -> Non
         "bronze.pos_events": len(POS_LINES),
         "bronze.ingest_ledger": 2,
     }
-
-
-if __name__ == "__main__":
-    child()
