@@ -99,12 +99,13 @@ class Engine:
         self.spark = None
         _close_duckdb_connections()
         gateway = SparkContext._gateway
-        if gateway is not None:
-            url = f"jdbc:derby:;databaseName={home.root / 'metastore_db'};shutdown=true"
+        metastore = home.root / "metastore_db"
+        if gateway is not None and metastore.is_dir():
+            url = f"jdbc:derby:;databaseName={metastore};shutdown=true"
             try:  # Derby reports a completed shutdown as an exception (SQLState 08006)
                 gateway.jvm.java.sql.DriverManager.getConnection(url)
             except Exception as shutdown:  # noqa: BLE001
-                if "08006" not in str(shutdown) and "shutdown" not in str(shutdown):
+                if not any(s in str(shutdown) for s in ("08006", "shutdown", "not found")):
                     raise
         from tardy.busy import _lock_holders
 
