@@ -19,6 +19,10 @@ from pathlib import Path
 
 import pytest
 
+# Small data: interpreted execution, in this process and every process it starts (config.yaml;
+# docs/testing.md has the measurement).
+os.environ.setdefault("TARDY_SPARK_CODEGEN", "false")
+
 # The integration tests' shared helpers (homes, oracle, children) import as top-level modules.
 sys.path.insert(0, str(Path(__file__).parent / "integration"))
 
