@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -151,3 +152,21 @@ def copy_home(source: Path, target: Path) -> int:
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tardy.homecopy SRC DEST``."""
+    if len(argv) != 2:
+        print("usage: python -m tardy.homecopy SRC DEST", file=sys.stderr)
+        return 2
+    try:
+        rewritten = copy_home(Path(argv[0]), Path(argv[1]))
+    except HomeCopyError as refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return refused.exit_code
+    print(f"copied {argv[0]} to {argv[1]} ({rewritten} metastore locations rewritten)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,72 @@
+"""A copied data home is a valid data home (``tardy.homecopy``, the templates' copies).
+
+A copy of the ``small`` template, opened in the worker's warm engine: every database and
+table of its metastore lives under the copy, its SQLMesh state knows prod, bronze holds one
+row per landing line (an independent pandas count of the files), and a write to the copy
+leaves the template's files as they were. A home holding a shallow clone is refused, and so is
+a target that exists.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import oracle
+import pytest
+from children import SMALL
+
+from tardy.homecopy import HomeCopyError, copy_home
+
+
+def _commits(table_dir: Path) -> list[str]:
+    return sorted(p.name for p in (table_dir / "_delta_log").glob("*.json"))
+
+
+def test_a_copied_home_reads_and_writes_its_own_files(engine, tmp_path: Path) -> None:
+    template = SMALL.ensure(engine)
+    copy = tmp_path / "copy"
+    SMALL.copy_to(engine, copy)
+    bronze_before = _commits(template / "warehouse" / "bronze.db" / "pos_events")
+    home, context, spark = engine.open(copy)
+
+    locations = [db.locationUri for db in spark.catalog.listDatabases()]
+    tables = [
+        row.location
+        for db in spark.catalog.listDatabases()
+        for table in spark.catalog.listTables(db.name)
+        if table.tableType != "VIEW"
+        for row in spark.sql(f"DESCRIBE DETAIL {db.name}.{table.name}").collect()
+    ]
+    assert len(tables) >= 8, tables  # bronze, the ledger, the models' physical tables
+    for location in locations + tables:
+        assert location.startswith(f"file:{copy}"), location
+
+    assert context.state_sync.get_environment("prod") is not None
+    records = oracle.records(oracle.sales_files(home.landing), home.landing)
+    assert spark.table("bronze.pos_events").count() == len(records) > 0
+
+    spark.sql(
+        "INSERT INTO bronze.pos_events SELECT * FROM bronze.pos_events LIMIT 1"
+    )  # the copy's bronze grows ...
+    assert len(_commits(copy / "warehouse" / "bronze.db" / "pos_events")) == len(bronze_before) + 1
+    # ... the template's does not
+    assert _commits(template / "warehouse" / "bronze.db" / "pos_events") == bronze_before
+
+    engine.release()
+    assert json.loads((copy / "template-facts.json").read_text())["files"] > 0
+    with pytest.raises(HomeCopyError, match="exists: a data home is copied to a new path"):
+        copy_home(template, copy)
+
+
+def test_a_home_holding_a_shallow_clone_is_refused(engine, tmp_path: Path) -> None:
+    root = tmp_path / "home"
+    _, _, spark = engine.open(root)
+    spark.sql("CREATE SCHEMA IF NOT EXISTS s")
+    spark.sql("CREATE TABLE s.t (k BIGINT) USING delta")
+    spark.sql("INSERT INTO s.t VALUES (1)")
+    spark.sql("CREATE TABLE s.c SHALLOW CLONE s.t")
+    engine.release()
+    with pytest.raises(HomeCopyError, match=r"shallow clones \(c\)"):
+        copy_home(root, tmp_path / "copy")
+    assert not (tmp_path / "copy").exists()
