@@ -239,10 +239,9 @@ def flow_here(
 
     deliver(landing, home, first=True)
     seen: dict[str, t.Any] = {}
+    plan = context().plan  # the home is open before the first in-process command
     cli_json("ingest")
-    context().plan(
-        "prod", execution_time=PLANNED_AT, auto_apply=True, no_prompts=True, skip_tests=True
-    )
+    plan("prod", execution_time=PLANNED_AT, auto_apply=True, no_prompts=True, skip_tests=True)
     seen["planned"] = cli_json("fingerprint")
     deliver(landing, home, first=False)
     seen["ingests"] = [cli_json("ingest")]
