@@ -30,15 +30,21 @@ def test_a_copied_home_reads_and_writes_its_own_files(engine, tmp_path: Path) ->
     bronze_before = _commits(template / "warehouse" / "bronze.db" / "pos_events")
     home, context, spark = engine.open(copy)
 
-    locations = [db.locationUri for db in spark.catalog.listDatabases()]
-    tables = [
-        row.location
-        for db in spark.catalog.listDatabases()
-        for table in spark.catalog.listTables(db.name)
-        if table.tableType != "VIEW"
-        for row in spark.sql(f"DESCRIBE DETAIL {db.name}.{table.name}").collect()
+    databases = [r.namespace for r in spark.sql("SHOW DATABASES").collect()]
+    locations = [
+        r.info_value
+        for db in databases
+        for r in spark.sql(f"DESCRIBE DATABASE {db}").collect()
+        if r.info_name == "Location"
     ]
+    tables = []
+    for db in databases:
+        views = {r.viewName for r in spark.sql(f"SHOW VIEWS IN {db}").collect()}
+        for r in spark.sql(f"SHOW TABLES IN {db}").collect():
+            if r.tableName not in views and not r.isTemporary:
+                tables.append(spark.sql(f"DESCRIBE DETAIL {db}.{r.tableName}").first().location)
     assert len(tables) >= 8, tables  # bronze, the ledger, the models' physical tables
+    assert len(locations) == len(databases) >= 4, locations
     for location in locations + tables:
         assert location.startswith(f"file:{copy}"), location
 
