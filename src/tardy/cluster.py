@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from tardy import jvm
 from tardy.errors import TardyError
 from tardy.home import data_home
 
@@ -446,8 +447,8 @@ def connect_conf(settings: Settings, password: str, driver_jar: Path) -> dict[st
         "spark.driver.bindAddress": HOST,
         "spark.driver.memory": settings.driver_memory,
         "spark.driver.extraClassPath": str(driver_jar),
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
-        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC {jvm.tuning()}".strip(),
+        "spark.executor.extraJavaOptions": f"-Duser.timezone=UTC {jvm.tuning()}".strip(),
         "spark.executor.memory": settings.executor_memory,
         "spark.executor.cores": "1",
         "spark.cores.max": str(WORKERS),

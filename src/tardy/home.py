@@ -66,4 +66,5 @@ def activate() -> DataHome:
     log4j = project_root() / "spark-conf" / "log4j2.properties"
     os.environ.setdefault("TARDY_SPARK_LOG4J", str(log4j))
     os.environ.setdefault(jvm.ARCHIVE_VARIABLE, jvm.options())
+    os.environ.setdefault(jvm.TUNING_VARIABLE, jvm.tuning())
     return home

@@ -15,14 +15,18 @@ def test_the_driver_starts_with_the_class_archive_and_its_classpath_maps_it(
     java = spark._jvm.java.lang
     arguments = list(java.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert f"-XX:SharedArchiveFile={jvm.ARCHIVE}" in arguments, arguments
+    assert jvm.tuning(), "the test suite runs the small-data profile (conftest)"
+    assert set(jvm.tuning().split()) <= set(arguments), arguments
     # The JVM ignores an archive silently when it does not match the classpath (jars replaced
-    # since it was built); with -Xshare:on it refuses to start instead.
+    # since it was built); with -Xshare:on it refuses to start instead. Under the driver's
+    # JIT and collector options (the test suite runs the small-data profile: conftest).
     home = java.System.getProperty("java.home")
     done = subprocess.run(
         [
             f"{home}/bin/java",
             "-Xshare:on",
             f"-XX:SharedArchiveFile={jvm.ARCHIVE}",
+            *jvm.tuning().split(),
             "-cp",
             java.System.getProperty("java.class.path"),
             "-version",
