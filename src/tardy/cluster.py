@@ -93,6 +93,7 @@ class Settings:
     worker_port: int
     worker_ui_port: int
     connect_port: int
+    workers: int
     worker_cores: int
     worker_memory: str
     executor_memory: str
@@ -108,6 +109,8 @@ class Settings:
             worker_port=_env_int("TARDY_SPARK_WORKER_PORT", 7078),
             worker_ui_port=_env_int("TARDY_SPARK_WORKER_UI_PORT", 8081),
             connect_port=_env_int("TARDY_SPARK_CONNECT_PORT", 15002),
+            # Two standalone workers (the test suite runs one: fewer JVMs on its 2 cores).
+            workers=_env_int("TARDY_SPARK_WORKERS", WORKERS),
             # Two applications at once (the Connect server's, a `cluster` gateway driver's):
             # each takes one core and one executor's memory on every worker.
             worker_cores=_env_int("TARDY_SPARK_WORKER_CORES", 2),
@@ -202,7 +205,7 @@ def components(settings: Settings) -> list[Component]:
             "master", settings.master_port, logs / "master.log", run / "master.pid", MASTER_CLASS
         ),
     ]
-    for i in range(1, WORKERS + 1):
+    for i in range(1, settings.workers + 1):
         parts.append(
             Component(
                 f"worker-{i}",
@@ -451,7 +454,7 @@ def connect_conf(settings: Settings, password: str, driver_jar: Path) -> dict[st
         "spark.executor.extraJavaOptions": f"-Duser.timezone=UTC {jvm.tuning()}".strip(),
         "spark.executor.memory": settings.executor_memory,
         "spark.executor.cores": "1",
-        "spark.cores.max": str(WORKERS),
+        "spark.cores.max": str(settings.workers),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": str(settings.warehouse),
@@ -742,7 +745,7 @@ def up(
 
     progress("master")
     start_master(settings, parts["master"])
-    for i in range(1, WORKERS + 1):
+    for i in range(1, settings.workers + 1):
         progress(f"worker-{i}")
         start_worker(settings, parts[f"worker-{i}"], i)
     progress("connect")
@@ -786,6 +789,7 @@ def exports(settings: Settings, *, postgres_only: bool = False) -> dict[str, str
         "TARDY_WAREHOUSE": str(settings.warehouse),
         "TARDY_METASTORE_URL": settings.metastore_url,
         "TARDY_METASTORE_JARS": str(settings.jars / _jar_name(POSTGRES_JDBC)),
+        "TARDY_SPARK_CORES_MAX": str(settings.workers),  # one executor per worker
     }
     return {
         **({} if postgres_only else spark),

@@ -1,4 +1,8 @@
-"""The two user-facing entry points, as a user runs them: fresh processes, a fresh data home."""
+"""The two user-facing entry points, as a user runs them: fresh processes, a fresh data home.
+
+The processes are the subject where a user meets them first (`tardy demo` on a fresh home, the
+stock `sqlmesh` CLI on it); the re-run of the demo and the reviewer's report run in the
+worker's warm engine (what they compute is the subject, not their start-up)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from children import cli_in_process, in_own_home
 
 from tardy.home import project_root
 
@@ -34,11 +39,18 @@ def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("demo_home")
 
 
-def test_demo_prints_the_summary_and_is_rerunnable(demo_home: Path, tmp_path: Path) -> None:
+def in_process(engine, home: Path, *argv: str) -> tuple[str, str]:
+    """``tardy <argv>`` in the warm engine with ``home`` open: stdout, stderr."""
+    code, out, err = in_own_home(engine, home, cli_in_process, *argv)
+    assert code == 0, (argv, out[-3000:], err[-3000:])
+    return out, err
+
+
+def test_demo_prints_the_summary_and_is_rerunnable(engine, demo_home: Path, tmp_path: Path) -> None:
     first = run(demo_home, str(BIN / "tardy"), "demo", "--json")
     summary = json.loads(first.stdout)
     story = summary.pop("story")
-    assert_report_pages_render(demo_home, Path(story.pop("report")), story, tmp_path)
+    assert_report_pages_render(engine, demo_home, Path(story.pop("report")), story, tmp_path)
     # The late data beyond the grace window was detected, staged, reviewed and promoted:
     # silver and the daily gold of closed days changed.
     restated = story["restatement"]
@@ -67,8 +79,8 @@ def test_demo_prints_the_summary_and_is_rerunnable(demo_home: Path, tmp_path: Pa
     assert weeks and all(Decimal(w["revenue"]) > 0 for w in weeks)
     assert first.stderr.strip()  # progress went to stderr, stdout held only the JSON
 
-    second = run(demo_home, str(BIN / "tardy"), "demo", "--json")
-    again = json.loads(second.stdout)
+    second_out, second_err = in_process(engine, demo_home, "demo", "--json")
+    again = json.loads(second_out)
     again_story = again.pop("story")
     again_story.pop("report")
     assert again == summary
@@ -78,11 +90,13 @@ def test_demo_prints_the_summary_and_is_rerunnable(demo_home: Path, tmp_path: Pa
     # Neither the JVM's start-up banner nor SQLMesh's DuckDB-state warning reaches the
     # terminal on the embedded default: the JVM's own output is in the data home's log.
     for noise in ("setLogLevel", "log level", "not recommended for storing SQLMesh state"):
-        assert noise not in first.stderr + second.stderr, noise
+        assert noise not in first.stderr + second_err, noise
     assert "setLogLevel" in (demo_home / "logs" / "spark-driver.log").read_text()
 
 
-def assert_report_pages_render(home: Path, report: Path, story: dict, tmp_path: Path) -> None:
+def assert_report_pages_render(
+    engine, home: Path, report: Path, story: dict, tmp_path: Path
+) -> None:
     """The demo's last step wrote the HTML report: headless Chromium finds every chart drawn
     with data, no script error and no request beyond the file; `tardy report --restatement`
     writes the reviewer's page of the demo's restatement, drawn the same way."""
@@ -97,8 +111,8 @@ def assert_report_pages_render(home: Path, report: Path, story: dict, tmp_path: 
     assert restated in page.text and "demo: late and corrected sales for closed days" in page.text
     assert page.screenshot.stat().st_size > 10_000
 
-    done = run(home, str(BIN / "tardy"), "report", "--restatement", restated, "--json")
-    written = json.loads(done.stdout)
+    out, _ = in_process(engine, home, "report", "--restatement", restated, "--json")
+    written = json.loads(out)
     single = Path(written["path"])
     assert 0 < written["statements"]["report"] <= 12  # a few small reads, whatever the history
     assert single.name == f"restatement-{restated}.html"

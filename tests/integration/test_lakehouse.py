@@ -1,5 +1,6 @@
 """End to end on real Spark + Delta: simulate -> ingest -> plan prod -> daily late batches -> run,
-then a stock restatement, a full rebuild in a second data home, and exact interval writes.
+then a stock restatement, exact interval writes, tardy's restatements, and (last) a full
+rebuild in a second data home.
 
 The tests of this module share one data home, a copy of the ``timeline`` template
 (``timeline.py``), and run in file order.
@@ -8,9 +9,6 @@ The tests of this module share one data home, a copy of the ``timeline`` templat
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -18,15 +16,13 @@ from pathlib import Path
 import oracle
 import pandas as pd
 import pytest
+from children import cli_in_process, in_own_home
 from timeline import CONFIG, GRACE_DAYS, PLAN_AFTER_DAYS, TIMELINE, Timeline, last_complete_day
 
 from tardy import exact_writes
 from tardy.fingerprint import fingerprints
-from tardy.home import project_root
 from tardy.ingest import ingest
 from tardy.simulate import arrival_dir_name
-
-BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
@@ -237,46 +233,6 @@ def test_restating_again_leaves_every_table_identical(
     again = content_hashes(context, spark)
     assert again == restated
     assert all(fp["rows"] > 0 for fp in restated.values())
-
-
-def _cli(home: Path, *args: str) -> str:
-    env = {**os.environ, "TARDY_HOME": str(home)}
-    done = subprocess.run(
-        args, cwd=project_root(), env=env, capture_output=True, text=True, timeout=900
-    )
-    assert done.returncode == 0, f"{args}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
-
-
-def test_full_rebuild_in_a_second_home_has_the_same_content(
-    restated: dict, timeline: Timeline, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    """The stock CLIs, in fresh processes and a fresh data home: simulate, ingest, plan."""
-    home = tmp_path_factory.mktemp("second_home")
-    clock = timeline.builds[-1].clock
-    _cli(
-        home,
-        str(BIN / "tardy"),
-        "simulate",
-        f"--seed={CONFIG.seed}",
-        f"--stores={CONFIG.stores}",
-        f"--days={CONFIG.days}",
-        f"--transactions-per-store-day={CONFIG.transactions_per_store_day}",
-        f"--through={clock.isoformat()}",
-    )
-    _cli(home, str(BIN / "tardy"), "ingest")
-    _cli(
-        home,
-        str(BIN / "sqlmesh"),
-        "plan",
-        "--auto-apply",
-        "--no-prompts",
-        "--skip-tests",
-        f"--execution-time={clock.date().isoformat()}",
-    )
-    rebuilt = json.loads(_cli(home, str(BIN / "tardy"), "fingerprint", "--json"))
-    assert rebuilt == restated
-    assert (home / "state.duckdb").is_file() and (home / "warehouse").is_dir()
 
 
 # --- exact interval writes: a void that empties a day, a correction that moves a day ---------
@@ -1316,3 +1272,48 @@ def test_a_request_file_stages_on_the_pull_request_and_promotes_on_merge(
     assert code == 1 and "no restatement of request nothing" in json.loads(out)["error"]
     code, out, err = cli_in_process("restate", "--request", str(request), "--reason", "x")
     assert code == 1 and "not with --reason" in err
+
+
+# --- last: a full rebuild in a second data home (the module's home is closed after it) -------
+
+
+def rebuild_from_files(engine, home: Path, clock: datetime) -> dict:
+    """A fresh data home built from files alone: `tardy simulate` and `tardy ingest` (the CLI,
+    in-process), then the plan `sqlmesh plan --auto-apply --execution-time` makes (SQLMesh's
+    API: the stock CLI's own process is `test_cli`'s and the reference's subject) and
+    `tardy fingerprint`."""
+    for argv in (
+        (
+            "simulate",
+            f"--seed={CONFIG.seed}",
+            f"--stores={CONFIG.stores}",
+            f"--days={CONFIG.days}",
+            f"--transactions-per-store-day={CONFIG.transactions_per_store_day}",
+            f"--through={clock.isoformat()}",
+        ),
+        ("ingest",),
+    ):
+        code, out, err = cli_in_process(*argv)
+        assert code == 0, (argv, out[-2000:], err[-2000:])
+    engine.open(home)[1].plan(  # the home's context, already open
+        "prod",
+        execution_time=clock.date().isoformat(),
+        auto_apply=True,
+        no_prompts=True,
+        skip_tests=True,
+    )
+    code, out, err = cli_in_process("fingerprint", "--json")
+    assert code == 0, (out[-2000:], err[-2000:])
+    return json.loads(out)
+
+
+def test_full_rebuild_in_a_second_home_has_the_same_content(
+    restated: dict, timeline: Timeline, engine, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Simulate, ingest and plan prod in one go in a fresh home: the same content as the
+    home built day by day, restated. Last in the module: it opens another home."""
+    home = tmp_path_factory.mktemp("second_home") / "home"
+    clock = timeline.builds[-1].clock
+    rebuilt = in_own_home(engine, home, rebuild_from_files, engine, home, clock)
+    assert rebuilt == restated
+    assert (home / "state.duckdb").is_file() and (home / "warehouse").is_dir()

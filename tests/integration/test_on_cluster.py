@@ -1,5 +1,5 @@
 """Out of one process (issue 13): the same project on gateways `connect` and `cluster` of a
-real local cluster (`tardy.cluster`: PostgreSQL, a Spark standalone master and two workers,
+real local cluster (`tardy.cluster`: PostgreSQL, a Spark standalone master and a worker,
 a Spark Connect server), compared with the embedded `local` gateway on the same landing files.
 
 The oracle is the `local` gateway: an independent engine (its own Derby metastore and DuckDB
@@ -47,8 +47,10 @@ PLANNED_AT = "2026-01-11"  # execution time of the plan: days through 2026-01-10
 RUN_THROUGH = "2026-01-11"  # `sqlmesh run --end`: builds 2026-01-11 (inclusive)
 FIRST_DELIVERY_BEFORE = "arrival_ts=20260111T000000Z"  # landing dirs sort by arrival
 LATE_DIR = "arrival_ts=20260111T010000Z"
-# Ports of this test's cluster (a developer's runs on the defaults).
+# Ports of this test's cluster (a developer's runs on the defaults), and one standalone worker
+# instead of two (executors off the driver is what it shows; fewer JVMs on CI's 2 cores).
 PORTS = {
+    "TARDY_SPARK_WORKERS": "1",
     "TARDY_PG_PORT": "25433",
     "TARDY_SPARK_MASTER_PORT": "27077",
     "TARDY_SPARK_MASTER_UI_PORT": "28080",
