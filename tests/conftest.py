@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).parent / "integration"))
 # docs/testing.md). A module not listed runs after them, in collection order (unit tests:
 # seconds). The templates a unit builds on a fresh clone come first in its time.
 LONGEST_FIRST = (
-    "test_lakehouse",  # ~600 s (+~250 s: the timeline template, shared with test_status)
-    "test_on_cluster",  # a cluster, the connect story, the cluster story, the reference
+    "test_on_cluster",  # ~870 s: a cluster, the connect story, the cluster story, the reference
+    "test_lakehouse",  # ~450 s (+~210 s: the timeline template, shared with test_status)
     "test_restatement_races",  # ~450 s (+~60 s: the small template, shared)
     "test_interrupted_promotion",  # ~250 s
     "test_cli",  # ~260 s
