@@ -1,4 +1,4 @@
-"""Hostile landing files (tardy.hostile) through `tardy ingest` on real Spark + Delta.
+"""Hostile landing files (tests/hostile.py) through `tardy ingest` on real Spark + Delta.
 
 Every file ends in bronze line by line, and from there in silver or in the quarantine with
 the reason its case expects, or is refused with an error naming it; a refused file never
@@ -36,9 +36,10 @@ FIRST_DAY, LAST_DAY, EXECUTION_TIME = "2026-01-01", "2026-01-05", "2026-01-06"
 
 
 def child() -> dict:
+    from hostile import Outcome, write_after_ingest, write_hostile_landing
+
     from tardy.cli import main
     from tardy.home import activate
-    from tardy.hostile import Outcome, write_after_ingest, write_hostile_landing
     from tardy.ingest import BRONZE_TABLE, LEDGER_TABLE, FilesRefused, ingest
     from tardy.project import open_context, spark_of
 

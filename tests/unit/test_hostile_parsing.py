@@ -1,4 +1,4 @@
-"""Ingest's pure rules on the hostile landing cases (tardy.hostile): which files are refused
+"""Ingest's pure rules on the hostile landing cases (tests/hostile.py): which files are refused
 at discovery, and which lines get a parse error (silver's invalid_json). The Delta writes and
 silver's other reasons are covered by tests/integration/test_hostile_landing.py."""
 
@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hostile import INVALID_JSON, Outcome, write_after_ingest, write_hostile_landing
 
-from tardy.hostile import INVALID_JSON, Outcome, write_after_ingest, write_hostile_landing
 from tardy.ingest import (
     FileRefused,
     FilesRefused,
