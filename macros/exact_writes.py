@@ -3,7 +3,7 @@
 See ``tardy.exact_writes``: without it, an interval whose recomputed result is empty keeps
 its old rows on Spark. Importing this module (SQLMesh loads it with the project) enables it;
 but the stock ``sqlmesh run`` does not load the project (it evaluates the snapshots in the
-state), so ``config.yaml``'s ``before_all`` also calls ``@exact_interval_writes()``: SQLMesh
+state), so ``project.yaml``'s ``before_all`` also calls ``@exact_interval_writes()``: SQLMesh
 stores that statement and this macro's code with the environment and runs them at the start
 of every ``plan`` and ``run``, before any model is evaluated. It renders to no statement.
 """

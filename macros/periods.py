@@ -58,6 +58,6 @@ def period_first_day(evaluator: MacroEvaluator, unit: exp.Expr, value: exp.Expr)
     keyed on it by time never drops the partial first week or month of the data."""
     project_start = evaluator.var("tardy_start")
     if not project_start:
-        raise ValueError("variable tardy_start is not set (config.yaml, from TARDY_START)")
+        raise ValueError("variable tardy_start is not set (project.yaml, from TARDY_START)")
     start = exp.cast(exp.Literal.string(str(project_start)), exp.DataType.build("date"))
     return exp.func("GREATEST", _fill(_PERIOD_START[_unit(unit)], value), start)

@@ -20,7 +20,7 @@ WINDOW_DAYS = 28
     kind=dict(
         name=ModelKindName.INCREMENTAL_BY_TIME_RANGE,
         time_column="feature_date",
-        # The 3-day grace window (`grace_days` in config.yaml): each run recomputes the
+        # The 3-day grace window (`grace_days` in project.yaml): each run recomputes the
         # features of the days whose daily revenue a late row may still have changed.
         lookback=3,
     ),

@@ -19,9 +19,12 @@ from pathlib import Path
 
 import pytest
 
-# Small data: interpreted execution, in this process and every process it starts (config.yaml;
+# Small data: interpreted execution, in this process and every process it starts (project.yaml;
 # docs/testing.md has the measurement).
 os.environ.setdefault("TARDY_SPARK_CODEGEN", "false")
+# Spark in-process (one warm session per worker: tests/integration/homes.py), and in every
+# process a test starts; the warm engine's own tests switch it on for their processes.
+os.environ["TARDY_ENGINE"] = "off"
 
 # The integration tests' shared helpers (homes, oracle, children) import as top-level modules.
 sys.path.insert(0, str(Path(__file__).parent / "integration"))

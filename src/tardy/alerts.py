@@ -1,6 +1,6 @@
 """Alerts a scheduler can act on: ``tardy status --check`` exits non-zero on any of them.
 
-Thresholds live in ``config.yaml``'s variables, tiered the way freshness targets are: a
+Thresholds live in ``project.yaml``'s variables, tiered the way freshness targets are: a
 real-time dashboard tolerates little lag, a month close a lot. ``lateness_alert_tiers`` names
 each tier's limits; ``lateness_alert_sources`` gives each source system its tier (``"*"``: any
 source not named); ``pending_late_data_max_age_hours`` bounds how long late data for final
@@ -84,7 +84,7 @@ class Thresholds:
 
 
 def thresholds(variables: dict[str, t.Any]) -> Thresholds:
-    """The thresholds configured in ``config.yaml``'s variables; a clear error when a source
+    """The thresholds configured in ``project.yaml``'s variables; a clear error when a source
     names a tier that is not defined or a limit is not a number."""
     raw_tiers = variables.get(TIERS_VARIABLE) or {}
     tiers = {}
@@ -95,14 +95,14 @@ def thresholds(variables: dict[str, t.Any]) -> Thresholds:
             )
         except (KeyError, TypeError, ValueError) as error:
             raise InputError(
-                f"config.yaml: {TIERS_VARIABLE}.{name} needs numbers {Metric.LATE_RATIO} and "
+                f"project.yaml: {TIERS_VARIABLE}.{name} needs numbers {Metric.LATE_RATIO} and "
                 f"{Metric.LAG_HOURS_P99} ({error})"
             ) from error
     sources = {str(k): str(v) for k, v in (variables.get(SOURCES_VARIABLE) or {}).items()}
     unknown = sorted(f"{s}: {tier}" for s, tier in sources.items() if tier not in tiers)
     if unknown:
         raise InputError(
-            f"config.yaml: {SOURCES_VARIABLE} names tiers not in {TIERS_VARIABLE}: "
+            f"project.yaml: {SOURCES_VARIABLE} names tiers not in {TIERS_VARIABLE}: "
             + ", ".join(unknown)
         )
     age = variables.get(PENDING_AGE_VARIABLE)

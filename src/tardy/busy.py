@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+from tardy import warm
 from tardy.errors import HomeBusy
 
 HOME_FILES = {
@@ -85,12 +86,13 @@ def home_busy(root: Path, wait: float = ORPHAN_GRACE) -> HomeBusy | None:
     """A refusal when another process has the data home's embedded state or metastore open;
     waits up to ``wait`` seconds for a Spark JVM that is only exiting (its driver died)."""
     deadline = time.monotonic() + wait
+    engine = warm.server_pids(root)  # the warm engine holds the metastore for every command
     while True:
         busy = {
             what: pid
             for name, what in HOME_FILES.items()
             for pid in sorted(_lock_holders(root / name))
-            if not _mine(pid)
+            if not _mine(pid) and pid not in engine
         }
         if not busy:
             return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import typing as t
 from contextlib import nullcontext
@@ -17,6 +18,7 @@ from tardy.errors import AlertsRaised, InputError, Refused, TardyError
 from tardy.gateway import GATEWAYS, select_gateway
 from tardy.home import activate
 from tardy.simulate import SimulationConfig
+from tardy.warm import ENGINE_VARIABLE
 
 console = Console(stderr=False)
 err = Console(stderr=True)
@@ -435,6 +437,27 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_engine(args: argparse.Namespace) -> int:
+    from tardy import warm
+    from tardy.project import engine_settings
+    from tardy.render import render_engine
+
+    paths = warm.Paths(activate().root)
+    if args.action == "start":
+        if not warm.enabled():
+            raise InputError(f"{warm.ENGINE_VARIABLE}=off: this shell runs Spark in-process")
+        with err.status("Starting the data home's engine"):
+            warm.start(paths, engine_settings())
+    elif args.action == "stop":
+        warm.stop(paths)
+    status = warm.status(paths)
+    if args.json:
+        _print_json(status.as_dict())
+    else:
+        render_engine(status, console)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tardy",
@@ -443,8 +466,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--gateway",
         choices=GATEWAYS,
-        help="config.yaml's gateway (default: $TARDY_GATEWAY, else 'connect' when "
+        help="project.yaml's gateway (default: $TARDY_GATEWAY, else 'connect' when "
         "$TARDY_SPARK_REMOTE is set, else 'local')",
+    )
+    parser.add_argument(
+        "--no-engine",
+        action="store_true",
+        help="run Spark in this process, not on the data home's warm engine (TARDY_ENGINE=off)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -560,13 +588,13 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true")
     # Also accepted after the subcommand; SUPPRESS keeps a `tardy --gateway G status` value.
     st.add_argument(
-        "--gateway", choices=GATEWAYS, default=argparse.SUPPRESS, help="config.yaml's gateway"
+        "--gateway", choices=GATEWAYS, default=argparse.SUPPRESS, help="project.yaml's gateway"
     )
     st.add_argument(
         "--check",
         action="store_true",
         help="exit 4 when a source's late ratio or p99 lag passes its tier's threshold, or "
-        "late data for final days waits too long (config.yaml: lateness_alert_*)",
+        "late data for final days waits too long (project.yaml: lateness_alert_*)",
     )
     st.set_defaults(func=cmd_status)
 
@@ -587,13 +615,20 @@ def build_parser() -> argparse.ArgumentParser:
     fingerprint = sub.add_parser("fingerprint", help="content hash of every model's table")
     fingerprint.add_argument("--json", action="store_true")
     fingerprint.set_defaults(func=cmd_fingerprint)
+
+    eng = sub.add_parser("engine", help="the data home's warm Spark engine: status, start, stop")
+    eng.add_argument("action", choices=("status", "start", "stop"), nargs="?", default="status")
+    eng.add_argument("--json", action="store_true")
+    eng.set_defaults(func=cmd_engine)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     select_gateway(args.gateway)
-    home = None if args.command == "simulate" else activate().root
+    if args.no_engine:
+        os.environ[ENGINE_VARIABLE] = "off"
+    home = None if args.command in ("simulate", "engine") else activate().root
     try:
         busy = home and home_busy(home)
         if busy:

@@ -53,7 +53,7 @@ CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
-# Session settings the `local` gateway gives its own driver (config.yaml), given here to the
+# Session settings the `local` gateway gives its own driver (project.yaml), given here to the
 # Connect server: a Connect client cannot set `partitionOverwriteMode` (SQLMesh tries through
 # `sparkContext`), and untuned shuffle and Delta snapshot partitions triple a small write.
 SESSION_SETTINGS = {
@@ -781,7 +781,7 @@ def leftovers(settings: Settings) -> list[str]:
 
 def exports(settings: Settings, *, postgres_only: bool = False) -> dict[str, str]:
     """What a shell needs to use the cluster: the variables gateways `connect` and `cluster`
-    of config.yaml read (README, "Running on a cluster")."""
+    of project.yaml read (README, "Running on a cluster")."""
     spark = {
         "TARDY_SPARK_REMOTE": settings.remote_url,
         "TARDY_SPARK_MASTER": settings.master_url,

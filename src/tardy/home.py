@@ -2,8 +2,8 @@
 
 Everything a run writes (Spark warehouse, Derby metastore, SQLMesh state, landing files,
 logs) lives under the data home, default ``.tardy/`` in the project root. Two data homes
-never share a file; ``config.yaml`` renders its paths from ``TARDY_HOME``, which
-:func:`activate` makes absolute before SQLMesh reads the config.
+never share a file; ``project.yaml`` renders its paths from ``TARDY_HOME``, which
+:func:`activate` makes absolute before SQLMesh reads the config (``config.py``).
 """
 
 from __future__ import annotations
@@ -16,20 +16,23 @@ from tardy import jvm
 from tardy.errors import TardyError
 
 
+SETTINGS_FILE = "project.yaml"  # SQLMesh's settings, rendered by config.py
+
+
 class ProjectNotFound(TardyError):
     pass
 
 
 def project_root() -> Path:
     """The SQLMesh project: ``$TARDY_PROJECT``, else the nearest parent of the cwd holding a
-    ``config.yaml`` and ``models/``, else the checkout this package was installed from."""
+    ``config.py`` and ``models/``, else the checkout this package was installed from."""
     candidates: list[Path] = []
     if env := os.environ.get("TARDY_PROJECT"):
         candidates.append(Path(env))
     cwd = Path.cwd().resolve()
     candidates += [cwd, *cwd.parents, Path(__file__).resolve().parents[2]]
     for path in candidates:
-        if (path / "config.yaml").is_file() and (path / "models").is_dir():
+        if (path / "config.py").is_file() and (path / "models").is_dir():
             return path.resolve()
     raise ProjectNotFound(
         "No tardy project found: run from the repository root or set TARDY_PROJECT."
@@ -58,7 +61,7 @@ def data_home() -> DataHome:
 
 
 def activate() -> DataHome:
-    """Create the data home and export its absolute path for ``config.yaml``."""
+    """Create the data home and export its absolute path for ``project.yaml``."""
     home = data_home()
     for path in (home.root, home.landing, home.logs):
         path.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 A data home is a directory (``tardy.home``): Delta tables under ``warehouse/``, the Derby
 metastore ``metastore_db/``, SQLMesh's DuckDB state, landing files and logs. Everything in it
-is addressed relative to ``$TARDY_HOME`` (``config.yaml`` renders its paths from it; Delta's
+is addressed relative to ``$TARDY_HOME`` (``project.yaml`` renders its paths from it; Delta's
 logs name their files relative to the table; SQLMesh's state names tables, not paths) except
 one thing: the Hive metastore stores each database's and table's location as an absolute
 URI (``file:/<home>/warehouse/...``). A plain copy's tables would read and write the

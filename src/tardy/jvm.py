@@ -9,7 +9,7 @@ tables 30-33 s -> 23-26 s, and 6 CPU-seconds less per process.
 
 ``make setup`` builds the archive for this virtualenv (its classpath is PySpark's jars, Delta's
 included: ``tardy.jars``) with ``python -m tardy.jvm archive``; ``tardy.home.activate`` hands
-its options to ``config.yaml`` through ``TARDY_JVM_ARCHIVE``. A missing archive changes
+its options to ``project.yaml`` through ``TARDY_JVM_ARCHIVE``. A missing archive changes
 nothing; a stale one (jars replaced since) is ignored by the JVM, and its warning is turned off
 so that it never lands in a command's JSON output.
 """
@@ -37,7 +37,7 @@ SMALL_DATA = (
     "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000"
 )
 
-# What the archive learns from: a driver configured as config.yaml's gateway, its metastore,
+# What the archive learns from: a driver configured as project.yaml's gateway, its metastore,
 # Delta writes (insert, REPLACE WHERE, MERGE), reads, history and a clone.
 TRAINING = textwrap.dedent(
     """
@@ -74,7 +74,7 @@ def options() -> str:
 
 
 def small_data() -> bool:
-    """The small-data profile is on (``config.yaml`` turns off generated code with it)."""
+    """The small-data profile is on (``project.yaml`` turns off generated code with it)."""
     return os.environ.get("TARDY_SPARK_CODEGEN", "true") == "false"
 
 
@@ -95,6 +95,7 @@ def build_archive() -> Path:
             "TARDY_HOME": str(Path(tmp) / "home"),
             ARCHIVE_VARIABLE: f"-XX:ArchiveClassesAtExit={dumped} {QUIET}",
             "TARDY_JVM_OPTIONS": "",
+            "TARDY_ENGINE": "off",  # the training's driver is this child's own JVM
         }
         done = subprocess.run(
             [sys.executable, "-c", TRAINING], env=env, capture_output=True, text=True

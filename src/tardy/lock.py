@@ -251,7 +251,7 @@ class PostgresLock:
     @classmethod
     def of(cls, state: PostgresConnectionConfig) -> PostgresLock:
         """The lock of the database SQLMesh's state connection names (one copy of its
-        settings: config.yaml's ``state_connection``)."""
+        settings: project.yaml's ``state_connection``)."""
         return cls(
             host=state.host,
             port=state.port,

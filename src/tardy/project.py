@@ -1,12 +1,16 @@
 """Open the SQLMesh project on its configured gateway, with exact Delta interval writes.
 
-The SparkSession is the one SQLMesh builds from ``config.yaml`` (``getOrCreate``): tardy's
-own work (ingest, summaries, fingerprints) runs in that same session, so a process holds
-one Spark driver and one configuration, whatever the gateway.
+SQLMesh reads the project's configuration from ``config.py``, which calls
+:func:`sqlmesh_config`: ``project.yaml`` rendered for the selected gateway, on the embedded
+default through the data home's warm engine (``tardy.warm``) unless ``TARDY_ENGINE=off``.
+The SparkSession is the one SQLMesh builds from it (``getOrCreate``): tardy's own work
+(ingest, summaries, fingerprints) runs in that same session, so a process holds one Spark
+session and one configuration, whatever the gateway.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -14,9 +18,9 @@ import typing as t
 import warnings
 from pathlib import Path
 
-from tardy import exact_writes
+from tardy import exact_writes, gateway, warm
 from tardy.gateway import EMBEDDED_GATEWAY, select_gateway
-from tardy.home import activate, project_root
+from tardy.home import SETTINGS_FILE, activate, project_root
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,6 +43,11 @@ def quiet_logs() -> None:
     for name in ("py4j", "py4j.clientserver", "sqlmesh", "sqlglot"):
         logging.getLogger(name).setLevel(logging.ERROR)
     os.environ.setdefault("PYSPARK_PIN_THREAD", "true")
+    quiet_connect()
+
+
+def quiet_connect() -> None:
+    """The Spark Connect client's noise, for tardy and the stock ``sqlmesh`` alike."""
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     warnings.filterwarnings("ignore", message=r"Failed to set spark\.sql\.catalogImplementation")
 
@@ -99,10 +108,64 @@ def open_context(
     return Context(paths=str(project_root()), gateway=gateway, load=load)
 
 
+ENGINE_REMOTE_VARIABLE = "TARDY_ENGINE_REMOTE"
+
+
+def _render_settings() -> dict[str, t.Any]:
+    from sqlmesh.core.config.loader import load_config_from_yaml
+
+    return load_config_from_yaml(project_root() / SETTINGS_FILE)
+
+
+def engine_settings() -> dict[str, str]:
+    """The Spark settings of the ``local`` gateway, as an in-process driver gets them: what
+    the data home's warm engine is started with."""
+    with _environ(**{gateway.VARIABLE: EMBEDDED_GATEWAY, ENGINE_REMOTE_VARIABLE: None}):
+        rendered = _render_settings()
+    config = rendered["gateways"][EMBEDDED_GATEWAY]["connection"]["config"]
+    return {key: str(value) for key, value in config.items()}
+
+
+@contextlib.contextmanager
+def _environ(**values: str | None) -> t.Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        for name, value in values.items():
+            _set_env(name, value)
+        yield
+    finally:
+        for name, value in saved.items():
+            _set_env(name, value)
+
+
+def _set_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def sqlmesh_config() -> Config:
+    """``config.py``'s configuration: ``project.yaml`` rendered for the selected gateway. On
+    the embedded default with the warm engine on, the data home's engine is found or started
+    first and the ``local`` gateway renders as a Spark Connect client of it."""
+    from sqlmesh.core.config import Config
+
+    home = activate()
+    chosen = gateway.selected()
+    os.environ[gateway.VARIABLE] = chosen
+    remote = None
+    if chosen == EMBEDDED_GATEWAY and warm.enabled():
+        quiet_connect()
+        remote = warm.connect(home.root, engine_settings())
+    _set_env(ENGINE_REMOTE_VARIABLE, remote)
+    return Config.parse_obj(_render_settings())
+
+
 def load_config() -> Config:
-    """The project's SQLMesh configuration as a ``Context`` would load it (``config.yaml``
-    rendered with this process's environment), without a Context, a state connection or a
-    Spark session: what the CLI reads before it opens the project (the restatement lock's
+    """The project's SQLMesh configuration as a ``Context`` would load it (``config.py``
+    with this process's environment), without a Context, a state connection or a Spark
+    session: what the CLI reads before it opens the project (the restatement lock's
     backend, ``tardy.engine.restate.hold``). Call after ``activate``, which makes
     ``TARDY_HOME`` absolute for the rendering."""
     from sqlmesh.core.config import Config

@@ -34,6 +34,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from tardy.warm import EngineState
+
 if t.TYPE_CHECKING:
     from tardy.alerts import Alert
     from tardy.engine.detect import Manifest
@@ -41,6 +43,7 @@ if t.TYPE_CHECKING:
     from tardy.history import TransactionHistory
     from tardy.report import Summary
     from tardy.status import RestatedDay, SourceStatus, Status
+    from tardy.warm import Status as EngineStatus
 
 Spans = Sequence[Sequence[str]]  # closed [first, last] day ranges, ISO dates
 
@@ -487,3 +490,23 @@ def render_history(story: TransactionHistory, console: Console) -> None:
                 f"net {row.get('net_amount')}, {row.get('version_count')} version(s).",
                 highlight=False,
             )
+
+
+def render_engine(status: EngineStatus, console: Console) -> None:
+    """``tardy engine``: the data home's engine, its clients and where its log is."""
+    record = status.record
+    if record is None or status.state is not EngineState.RUNNING:
+        console.print(f"Engine: {status.state.value}. Log: {status.log}", soft_wrap=True)
+        return
+    idle = "in use" if status.idle_for is None else f"idle {status.idle_for:.0f} s"
+    console.print(
+        f"Engine: running on {record.url} (pid {record.server_pid}), {idle}; "
+        f"stops after {record.idle_seconds:.0f} s idle.",
+        soft_wrap=True,
+    )
+    if status.clients:
+        table = Table("pid", "command", box=None)
+        for client in status.clients:
+            table.add_row(str(client.pid), client.command[:60])
+        console.print(table)
+    console.print(f"Log: {status.log}", soft_wrap=True)

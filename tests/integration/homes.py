@@ -38,7 +38,8 @@ if t.TYPE_CHECKING:
 
 # What a template's content depends on, relative to the project root.
 PROJECT_INPUTS = (
-    "config.yaml",
+    "config.py",
+    "project.yaml",
     "external_models.yaml",
     "constraints.txt",
     "models",

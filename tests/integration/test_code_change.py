@@ -65,7 +65,8 @@ UNCHANGED = {"silver.sales_quarantine"}
 FIXED = "CAST(quantity * unit_price - discount AS DECIMAL(14, 2)) AS net_amount"
 BUGGY = "CAST(quantity * unit_price AS DECIMAL(14, 2)) AS net_amount"
 PROJECT_FILES = (
-    "config.yaml",
+    "config.py",
+    "project.yaml",
     "external_models.yaml",
     "models",
     "python_models",

@@ -317,7 +317,7 @@ def test_control_the_stock_spark_strategy_keeps_stale_rows_and_the_audits_catch_
     path, moved = empty_a_day(spark, data_home, day, to_day, clock)
     timeline.files.add(path)
     SparkEngineAdapter.INSERT_OVERWRITE_STRATEGY = InsertOverwriteStrategy.INSERT_OVERWRITE
-    # config.yaml's `before_all` switches exact writes on at the start of every plan (its
+    # project.yaml's `before_all` switches exact writes on at the start of every plan (its
     # macro calls `tardy.exact_writes.enable`): stubbed here, or the control would not run.
     switch_on = exact_writes.enable
     exact_writes.enable = lambda: None

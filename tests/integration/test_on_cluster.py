@@ -283,7 +283,7 @@ def silver_writes(spark: t.Any) -> list[dict[str, str]]:
 
 def build_reference(engine: t.Any, root: Path) -> dict[str, t.Any]:
     """The `local` gateway's story on the feed, in the warm engine; `sqlmesh run` is the stock
-    CLI in a real process (it does not load the project: config.yaml's `before_all` must
+    CLI in a real process (it does not load the project: project.yaml's `before_all` must
     switch its writes to exact intervals)."""
     env = {**base_env(root), "TARDY_GATEWAY": "local"}
 
@@ -367,7 +367,7 @@ def test_stock_commands_write_exact_intervals(
 ) -> None:
     """Every overwrite of silver carries its interval predicate (`REPLACE WHERE`, tardy's
     `exact_writes`; NOTES fact 2), the stock `sqlmesh plan` and `sqlmesh run` included:
-    `sqlmesh run` does not load the project, so config.yaml's `before_all` switches it."""
+    `sqlmesh run` does not load the project, so project.yaml's `before_all` switches it."""
     if gateway == "local":
         writes = local["writes"]
     else:  # a Connect client in a process of its own (this one may hold a classic session)

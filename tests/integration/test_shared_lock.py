@@ -5,7 +5,7 @@ PostgreSQL: here, client processes with different data homes and one throwaway s
 (``python -m tardy.cluster up postgres``; it installs PostgreSQL when absent). Each test gets
 its own state database (``tardy.cluster database NAME``), so no holder record leaks from one
 test to the next. The children choose the lock as the CLI does: from the gateway's
-``state_connection`` in config.yaml (``connect``, PostgreSQL state).
+``state_connection`` in project.yaml (``connect``, PostgreSQL state).
 """
 
 from __future__ import annotations

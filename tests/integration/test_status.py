@@ -313,7 +313,7 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
     lake, context, monkeypatch, capsys
 ) -> None:
     """`tardy status --check` exits 4 naming every source and metric past its tier's limit
-    (config.yaml), here the probe source (60 % late against 5 %), and exits 0 when the
+    (project.yaml), here the probe source (60 % late against 5 %), and exits 0 when the
     limits are loosened."""
     import tardy.project
     import tardy.status

@@ -553,7 +553,7 @@ def hold(restatement_id: str, gateway: str | None = None) -> Iterator[None]:
     """
     from tardy.project import load_config
 
-    activate()  # TARDY_HOME absolute before config.yaml renders it
+    activate()  # TARDY_HOME absolute before project.yaml renders it
     held = restatement_lock(load_config(), gateway)
     if held.identity in _held:
         yield

@@ -1,0 +1,626 @@
+"""The data home's warm engine: one local Spark Connect server per data home, started on use.
+
+On the embedded default (gateway ``local``), the first command of a data home that needs Spark
+(``tardy`` or the stock ``sqlmesh``, both through ``config.py``) starts a Spark Connect server
+in the background: ``local[*]``, Delta, the data home's warehouse and Derby metastore and the
+``local`` gateway's own Spark settings (``project.yaml``). Every later command of that home
+talks to it and starts in about a second instead of paying a JVM, Spark, the metastore and
+Delta's first access again (docs/warm-engine.md).
+
+Under ``$TARDY_HOME/engine/``:
+
+- ``engine.json``: the running engine (supervisor and server pids, port, data home, settings
+  digest), written when it is ready and removed when it stops;
+- ``token`` (mode 0600): the secret a client must present (``spark.connect.authenticate.
+  token``, NOTES 26); ``server.conf`` (0600): the server's properties, the token among them,
+  so that neither appears on a command line;
+- ``start.lock``: two commands racing to start the engine start one;
+- ``clients/<pid>.json``: the processes using it and their Spark Connect session ids. The
+  engine stops itself after ``TARDY_ENGINE_IDLE`` seconds (default 1800) with no live
+  client; a client that died (``kill -9``) has its session's operations interrupted before
+  any later command of the home reads a table, so a statement it left running cannot commit
+  behind a recovery's back (NOTES 24).
+
+The server's log is ``$TARDY_HOME/logs/engine.log``. ``TARDY_ENGINE=off`` (``tardy
+--no-engine``) keeps the in-process SparkSession of earlier versions.
+
+Run: ``python -m tardy.warm serve`` is the supervisor a client starts; users call ``tardy
+engine status|start|stop``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from enum import Enum
+from pathlib import Path
+
+from tardy.errors import TardyError
+
+ENGINE_VARIABLE = "TARDY_ENGINE"
+IDLE_VARIABLE = "TARDY_ENGINE_IDLE"
+DEFAULT_IDLE = 1800.0
+HOST = "localhost"  # with a token, the client accepts plain text only for `localhost`
+BIND = "127.0.0.1"
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+SUPERVISOR = "tardy.warm"
+START_TIMEOUT = 180.0
+POLL = 2.0
+
+# What the server needs beyond the `local` gateway's own Spark settings: a client cannot set
+# `partitionOverwriteMode` over Connect (SQLMesh tries through `sparkContext`, NOTES 19), and
+# SQLMesh's classic sessions ask for the Hive catalog, which the Derby metastore serves.
+SERVER_SETTINGS = {
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    "spark.sql.catalogImplementation": "hive",
+}
+# The client's settings, not the server's.
+CLIENT_ONLY = ("spark.master", "spark.app.name")
+
+
+class EngineError(TardyError):
+    """The data home's engine did not start or stop; the message names its log."""
+
+
+class EngineState(Enum):
+    RUNNING = "running"
+    STOPPED = "stopped"
+    STALE = "stale"  # a record whose processes are gone, or answer for another data home
+
+
+def enabled() -> bool:
+    """Whether commands of the embedded default use the warm engine (``TARDY_ENGINE``)."""
+    return os.environ.get(ENGINE_VARIABLE, "on").strip().lower() not in ("off", "0", "false")
+
+
+def idle_seconds() -> float:
+    raw = os.environ.get(IDLE_VARIABLE, "").strip().lower()
+    if not raw:
+        return DEFAULT_IDLE
+    scale = {"s": 1, "m": 60, "h": 3600}.get(raw[-1], 1)
+    try:
+        return float(raw.rstrip("smh")) * scale
+    except ValueError as error:
+        raise EngineError(
+            f"{IDLE_VARIABLE}={raw!r}: give seconds, or a number with s, m or h"
+        ) from error
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where a data home keeps its engine's files."""
+
+    home: Path
+
+    @property
+    def dir(self) -> Path:
+        return self.home / "engine"
+
+    @property
+    def record(self) -> Path:
+        return self.dir / "engine.json"
+
+    @property
+    def token(self) -> Path:
+        return self.dir / "token"
+
+    @property
+    def server_conf(self) -> Path:
+        return self.dir / "server.conf"
+
+    @property
+    def start_lock(self) -> Path:
+        return self.dir / "start.lock"
+
+    @property
+    def clients(self) -> Path:
+        return self.dir / "clients"
+
+    @property
+    def last_used(self) -> Path:
+        return self.dir / "last_used"
+
+    @property
+    def log(self) -> Path:
+        return self.home / "logs" / "engine.log"
+
+
+@dataclass(frozen=True)
+class Record:
+    """``engine.json``: a running engine, as its supervisor wrote it once the port answered."""
+
+    home: str
+    supervisor_pid: int
+    server_pid: int
+    port: int
+    started_at: float
+    settings_digest: str
+    idle_seconds: float
+
+    @property
+    def url(self) -> str:
+        return f"sc://{HOST}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Client:
+    pid: int
+    session_id: str
+    command: str
+
+
+@dataclass(frozen=True)
+class Status:
+    state: EngineState
+    record: Record | None
+    clients: list[Client]
+    idle_for: float | None
+    log: Path
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "state": self.state.value,
+            "pid": self.record.server_pid if self.record else None,
+            "supervisor_pid": self.record.supervisor_pid if self.record else None,
+            "port": self.record.port if self.record else None,
+            "url": self.record.url if self.record else None,
+            "started_at": self.record.started_at if self.record else None,
+            "idle_stop_seconds": self.record.idle_seconds if self.record else None,
+            "idle_for_seconds": self.idle_for,
+            "clients": [asdict(c) for c in self.clients],
+            "log": str(self.log),
+        }
+
+
+# --- processes --------------------------------------------------------------------------
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _port_answers(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((BIND, port)) == 0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((BIND, 0))
+        return int(sock.getsockname()[1])
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def _stop_process(pid: int, timeout: float = 20.0) -> None:
+    """SIGTERM the process group ``pid`` leads, SIGKILL what is left after ``timeout``, and
+    wait until it is gone."""
+    _signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    _signal_group(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+# --- the record -------------------------------------------------------------------------
+
+
+def read(paths: Paths) -> Record | None:
+    try:
+        return Record(**json.loads(paths.record.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (created 0600, then renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def _is_ours(record: Record, paths: Paths) -> bool:
+    """The record's processes are alive and are this data home's: the supervisor names the
+    home on its command line, the server reads this home's ``server.conf``, and the port
+    answers (a recycled pid or a reused port is another program)."""
+    if record.home != str(paths.home):
+        return False
+    supervisor, server = _cmdline(record.supervisor_pid), _cmdline(record.server_pid)
+    return (
+        _alive(record.supervisor_pid)
+        and SUPERVISOR in supervisor
+        and str(paths.home) in supervisor
+        and _alive(record.server_pid)
+        and SERVER_CLASS in server
+        and str(paths.server_conf) in server
+        and _port_answers(record.port)
+    )
+
+
+def live_record(paths: Paths) -> Record | None:
+    record = read(paths)
+    return record if record is not None and _is_ours(record, paths) else None
+
+
+def server_pids(home: Path) -> set[int]:
+    """The pids of the data home's running engine (its JVM holds the Derby metastore)."""
+    record = live_record(Paths(home))
+    return {record.server_pid, record.supervisor_pid} if record else set()
+
+
+def settings_digest(settings: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps(dict(settings), sort_keys=True).encode()).hexdigest()[:16]
+
+
+# --- clients ----------------------------------------------------------------------------
+
+
+def clients(paths: Paths) -> list[Client]:
+    found = []
+    for file in sorted(paths.clients.glob("*.json")):
+        try:
+            found.append(Client(**json.loads(file.read_text())))
+        except (OSError, ValueError, TypeError):
+            continue
+    return found
+
+
+def _touch(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+def _idle_for(paths: Paths) -> float | None:
+    """Seconds since the engine was last used, or None while a live client uses it."""
+    if any(_alive(c.pid) for c in clients(paths)):
+        return None
+    try:
+        return max(0.0, time.time() - paths.last_used.stat().st_mtime)
+    except OSError:
+        return 0.0
+
+
+def reap_dead_clients(paths: Paths, record: Record) -> list[str]:
+    """Interrupt and release the sessions of clients that died without saying goodbye (a
+    ``kill -9`` mid-statement leaves its operation running on the server: NOTES 24), and
+    forget them. Returns the interrupted operation ids."""
+    dead = [c for c in clients(paths) if not _alive(c.pid)]
+    if not dead:
+        return []
+    from pyspark.sql.connect.client import SparkConnectClient
+
+    token = paths.token.read_text().strip()
+    interrupted: list[str] = []
+    for client in dead:
+        url = f"{record.url}/;token={token};session_id={client.session_id}"
+        connection = SparkConnectClient(url)
+        try:
+            interrupted += connection.interrupt_all() or []
+            _wait_for_operations(connection)
+            connection.release_session()
+        except Exception:  # the session is already gone: nothing of it can still run
+            pass
+        finally:
+            connection.close()
+        (paths.clients / f"{client.pid}.json").unlink(missing_ok=True)
+    return interrupted
+
+
+def _wait_for_operations(connection: object, timeout: float = 60.0) -> None:
+    """Until the session's interrupted operations have ended: ``interrupt_all`` names only
+    those still registered and not yet interrupted, so it is asked again until an
+    interrupt finds nothing left to stop."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not connection.interrupt_all():  # type: ignore[attr-defined]
+            return
+        time.sleep(0.2)
+
+
+@dataclass
+class _Session:
+    pid: int
+    session_id: str
+    paths: Paths
+
+
+_session: _Session | None = None
+
+
+def _unregister() -> None:
+    session = _session
+    if session is None or session.pid != os.getpid():
+        return
+    (session.paths.clients / f"{session.pid}.json").unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        _touch(session.paths.last_used)
+
+
+def _register(paths: Paths) -> str:
+    """This process's session id on the engine, recorded under ``clients/`` (one per
+    process: a child inherits the environment, never the session)."""
+    global _session
+    if _session is None or _session.pid != os.getpid() or _session.paths != paths:
+        _session = _Session(os.getpid(), str(uuid.uuid4()), paths)
+        argv = " ".join(Path(a).name if "/" in a else a for a in sys.argv)[:120]
+        _write_private(
+            paths.clients / f"{os.getpid()}.json",
+            json.dumps(asdict(Client(os.getpid(), _session.session_id, argv))),
+        )
+        _touch(paths.last_used)
+        atexit.register(_unregister)
+    return _session.session_id
+
+
+# --- start, connect, stop ---------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _start_lock(paths: Paths, timeout: float = START_TIMEOUT + 30) -> Iterator[None]:
+    paths.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with paths.start_lock.open("a") as handle:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise EngineError(
+                        f"another command has been starting the engine of {paths.home} "
+                        f"for {timeout:.0f} s; see {paths.log}"
+                    ) from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _clear_stale(paths: Paths) -> None:
+    """Stop what a stale record still names of this home (a supervisor whose server died, a
+    server whose supervisor was killed) and remove the record."""
+    record = read(paths)
+    if record is not None and record.home == str(paths.home):
+        if SUPERVISOR in _cmdline(record.supervisor_pid) and _alive(record.supervisor_pid):
+            _stop_process(record.supervisor_pid, timeout=5)
+        if str(paths.server_conf) in _cmdline(record.server_pid):
+            _stop_process(record.server_pid, timeout=10)
+    paths.record.unlink(missing_ok=True)
+
+
+def start(paths: Paths, settings: Mapping[str, str]) -> Record:
+    """The home's running engine with these settings, started (once, under the start lock)
+    when none runs; a stale one is stopped and replaced, never reused."""
+    digest = settings_digest(settings)
+    record = live_record(paths)
+    if record is not None and record.settings_digest == digest:
+        return record
+    with _start_lock(paths):
+        record = live_record(paths)
+        if record is not None and record.settings_digest == digest:
+            return record
+        if record is not None and any(_alive(c.pid) for c in clients(paths)):
+            raise EngineError(
+                f"the engine of {paths.home} runs other Spark settings and is in use; "
+                "run `tardy engine stop` once its commands are done, or TARDY_ENGINE=off"
+            )
+        _clear_stale(paths)
+        return _spawn_supervisor(paths, settings, digest)
+
+
+def _spawn_supervisor(paths: Paths, settings: Mapping[str, str], digest: str) -> Record:
+    if not paths.token.exists():
+        _write_private(paths.token, secrets.token_urlsafe(32) + "\n")
+    _write_private(paths.dir / "settings.json", json.dumps(dict(settings), sort_keys=True))
+    paths.log.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.pop("SPARK_REMOTE", None)
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    with paths.log.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", SUPERVISOR, "serve", str(paths.home), digest],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        record = live_record(paths)
+        if record is not None and record.supervisor_pid == process.pid:
+            return record
+        if process.poll() is not None:
+            break
+        time.sleep(0.2)
+    else:
+        _stop_process(process.pid)
+    raise EngineError(f"the engine of {paths.home} did not start; log {paths.log}:\n{_tail(paths)}")
+
+
+def _tail(paths: Paths, lines: int = 15) -> str:
+    try:
+        return "\n".join(paths.log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def connect(home: Path, settings: Mapping[str, str]) -> str:
+    """The Spark Connect URL this process uses for the home: the engine is started if none
+    runs, clients that died have their operations interrupted first, and this process is
+    registered with its own session id. The URL carries the token: it lives in this
+    process's memory only (SQLMesh restores the environment after loading a config, so a
+    variable set here would be gone when the session connects)."""
+    paths = Paths(home)
+    record = start(paths, settings)
+    reap_dead_clients(paths, record)
+    token = paths.token.read_text().strip()
+    return f"{record.url}/;token={token};session_id={_register(paths)}"
+
+
+def stop(paths: Paths, timeout: float = 30.0) -> Record | None:
+    """Stop the home's engine (supervisor, server and its executors); the stopped record."""
+    with _start_lock(paths):
+        record = read(paths)
+        if record is None:
+            return None
+        if record.home == str(paths.home):
+            if SUPERVISOR in _cmdline(record.supervisor_pid):
+                _stop_process(record.supervisor_pid, timeout=timeout)
+            if str(paths.server_conf) in _cmdline(record.server_pid):
+                _stop_process(record.server_pid, timeout=timeout)
+        paths.record.unlink(missing_ok=True)
+        return record
+
+
+def status(paths: Paths) -> Status:
+    record = read(paths)
+    if record is None:
+        return Status(EngineState.STOPPED, None, [], None, paths.log)
+    if not _is_ours(record, paths):
+        return Status(EngineState.STALE, record, [], None, paths.log)
+    live = [c for c in clients(paths) if _alive(c.pid)]
+    return Status(EngineState.RUNNING, record, live, _idle_for(paths), paths.log)
+
+
+# --- the supervisor ---------------------------------------------------------------------
+
+
+def _server_argv(paths: Paths, port: int) -> list[str]:
+    import pyspark
+
+    settings = json.loads((paths.dir / "settings.json").read_text())
+    properties = {k: v for k, v in settings.items() if k not in CLIENT_ONLY}
+    properties.update(SERVER_SETTINGS)
+    properties.update(
+        {
+            "spark.app.name": "tardy-engine",
+            "spark.connect.grpc.binding.address": BIND,
+            "spark.connect.grpc.binding.port": str(port),
+            "spark.connect.authenticate.token": paths.token.read_text().strip(),
+            "spark.driver.host": BIND,
+            "spark.driver.bindAddress": BIND,
+        }
+    )
+    _write_private(
+        paths.server_conf, "".join(f"{k} {_escape(v)}\n" for k, v in sorted(properties.items()))
+    )
+    spark_home = Path(pyspark.__file__).parent
+    return [
+        str(spark_home / "bin" / "spark-submit"),
+        "--master",
+        settings.get("spark.master", "local[*]"),
+        "--properties-file",
+        str(paths.server_conf),
+        "--class",
+        SERVER_CLASS,
+        "spark-internal",
+    ]
+
+
+def _escape(value: str) -> str:
+    """A Java properties value: backslashes doubled (the file is read by ``Properties``)."""
+    return value.replace("\\", "\\\\")
+
+
+def serve(home: Path, digest: str) -> int:
+    """The supervisor: start the server, record it, stop it when idle or when told to."""
+    import pyspark
+
+    paths = Paths(home)
+    idle = idle_seconds()
+    env = dict(os.environ)
+    env.update(SPARK_HOME=str(Path(pyspark.__file__).parent), SPARK_LOCAL_IP=BIND, TZ="UTC")
+    env.update(SPARK_LOCAL_DIRS=str(home / "tmp"), PYSPARK_PYTHON=sys.executable)
+    for attempt in range(3):  # a free port can be taken between the probe and the bind
+        port = _free_port()
+        server = subprocess.Popen(
+            _server_argv(paths, port),
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + START_TIMEOUT
+        while server.poll() is None and not _port_answers(port):
+            if time.monotonic() > deadline:
+                _stop_process(server.pid)
+                return 1
+            time.sleep(0.3)
+        if server.poll() is None:
+            break
+        print(f"tardy engine: server exited while starting (attempt {attempt + 1})", flush=True)
+    else:
+        return 1
+
+    def shutdown(*_: object) -> None:
+        _stop_process(server.pid)
+        if (record := read(paths)) is not None and record.supervisor_pid == os.getpid():
+            paths.record.unlink(missing_ok=True)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    record = Record(str(home), os.getpid(), server.pid, port, time.time(), digest, idle)
+    _touch(paths.last_used)
+    _write_private(paths.record, json.dumps(asdict(record)))
+    print(f"tardy engine: serving {home} on {BIND}:{port} (pid {server.pid})", flush=True)
+    while server.poll() is None:
+        time.sleep(min(POLL, max(idle / 4, 0.2)))
+        with contextlib.suppress(Exception):
+            reap_dead_clients(paths, record)
+        idle_for = _idle_for(paths)
+        if idle_for is not None and idle_for >= idle:
+            print(f"tardy engine: idle for {idle_for:.0f} s, stopping", flush=True)
+            shutdown()
+    print(f"tardy engine: server exited with {server.returncode}", flush=True)
+    if (current := read(paths)) is not None and current.supervisor_pid == os.getpid():
+        paths.record.unlink(missing_ok=True)
+    return 1
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "serve":
+        return serve(Path(argv[1]), argv[2])
+    print("usage: python -m tardy.warm serve HOME DIGEST (users: tardy engine ...)")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
