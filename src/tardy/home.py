@@ -15,7 +15,6 @@ from pathlib import Path
 from tardy import jvm
 from tardy.errors import TardyError
 
-
 SETTINGS_FILE = "project.yaml"  # SQLMesh's settings, rendered by config.py
 
 
