@@ -33,8 +33,8 @@ chromium:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
 
 lint: setup
-	$(BIN)/ruff check src python_models models macros tests bench
-	$(BIN)/ruff format --check src python_models models macros tests bench
+	$(BIN)/ruff check config.py src python_models models macros tests bench
+	$(BIN)/ruff format --check config.py src python_models models macros tests bench
 
 # Not part of `make test`: ~5 M transactions over 365 days in their own data home.
 bench: setup

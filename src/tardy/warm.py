@@ -188,11 +188,21 @@ class Status:
 # --- processes --------------------------------------------------------------------------
 
 
-def _cmdline(pid: int) -> str:
+def _argv(pid: int) -> list[str]:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
-        return ""
+        return []
+
+
+def _is_supervisor(pid: int, paths: Paths) -> bool:
+    argv = _argv(pid)
+    return SUPERVISOR in argv and "serve" in argv and str(paths.home) in argv and _alive(pid)
+
+
+def _is_server(pid: int, paths: Paths) -> bool:
+    argv = _argv(pid)
+    return SERVER_CLASS in argv and str(paths.server_conf) in argv and _alive(pid)
 
 
 def _alive(pid: int) -> bool:
@@ -259,16 +269,10 @@ def _is_ours(record: Record, paths: Paths) -> bool:
     """The record's processes are alive and are this data home's: the supervisor names the
     home on its command line, the server reads this home's ``server.conf``, and the port
     answers (a recycled pid or a reused port is another program)."""
-    if record.home != str(paths.home):
-        return False
-    supervisor, server = _cmdline(record.supervisor_pid), _cmdline(record.server_pid)
     return (
-        _alive(record.supervisor_pid)
-        and SUPERVISOR in supervisor
-        and str(paths.home) in supervisor
-        and _alive(record.server_pid)
-        and SERVER_CLASS in server
-        and str(paths.server_conf) in server
+        record.home == str(paths.home)
+        and _is_supervisor(record.supervisor_pid, paths)
+        and _is_server(record.server_pid, paths)
         and _port_answers(record.port)
     )
 
@@ -413,15 +417,30 @@ def _start_lock(paths: Paths, timeout: float = START_TIMEOUT + 30) -> Iterator[N
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def processes(paths: Paths) -> tuple[list[int], list[int]]:
+    """The live supervisors and servers of this data home, found by their command lines
+    (``tardy.warm serve <home>``; ``--properties-file <home>/engine/server.conf``), whatever
+    a record says: a record can be stale, lost or another home's."""
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    return (
+        [pid for pid in pids if _is_supervisor(pid, paths)],
+        [pid for pid in pids if _is_server(pid, paths)],
+    )
+
+
+def _stop_all(paths: Paths, timeout: float) -> None:
+    """Stop every supervisor of the home (each stops its server), then any server left."""
+    supervisors, _ = processes(paths)
+    for pid in supervisors:
+        _stop_process(pid, timeout=timeout)
+    for pid in processes(paths)[1]:
+        _stop_process(pid, timeout=timeout)
+
+
 def _clear_stale(paths: Paths) -> None:
-    """Stop what a stale record still names of this home (a supervisor whose server died, a
-    server whose supervisor was killed) and remove the record."""
-    record = read(paths)
-    if record is not None and record.home == str(paths.home):
-        if SUPERVISOR in _cmdline(record.supervisor_pid) and _alive(record.supervisor_pid):
-            _stop_process(record.supervisor_pid, timeout=5)
-        if str(paths.server_conf) in _cmdline(record.server_pid):
-            _stop_process(record.server_pid, timeout=10)
+    """Stop what is left of this home's engine (a supervisor whose server died, a server
+    whose supervisor was killed) and remove the record."""
+    _stop_all(paths, timeout=10)
     paths.record.unlink(missing_ok=True)
 
 
@@ -496,16 +515,10 @@ def connect(home: Path, settings: Mapping[str, str]) -> str:
 
 
 def stop(paths: Paths, timeout: float = 30.0) -> Record | None:
-    """Stop the home's engine (supervisor, server and its executors); the stopped record."""
+    """Stop the home's engine (supervisor, server and its executors); the record it had."""
     with _start_lock(paths):
         record = read(paths)
-        if record is None:
-            return None
-        if record.home == str(paths.home):
-            if SUPERVISOR in _cmdline(record.supervisor_pid):
-                _stop_process(record.supervisor_pid, timeout=timeout)
-            if str(paths.server_conf) in _cmdline(record.server_pid):
-                _stop_process(record.server_pid, timeout=timeout)
+        _stop_all(paths, timeout)
         paths.record.unlink(missing_ok=True)
         return record
 

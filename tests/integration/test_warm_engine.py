@@ -1,0 +1,294 @@
+"""The data home's warm engine (``tardy.warm``): its lifecycle, seen from real processes.
+
+The engine is a process of its own, so these tests start real ones: ``tardy engine`` and
+``config.py`` (what the stock ``sqlmesh`` and every ``tardy`` command load first) in fresh
+data homes, with ``TARDY_ENGINE`` on (the rest of the suite keeps Spark in-process). No
+project is built here: what is checked is which engine a command gets, that its secret keeps
+other clients out, that a dead one is replaced and an idle one stops, and that a client
+killed mid-statement leaves nothing running behind it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import typing as t
+from pathlib import Path
+
+import pytest
+
+from tardy import warm
+from tardy.home import project_root
+
+BIN = Path(sys.executable).parent
+# config.py, as SQLMesh loads it: the engine's URL this process got (the token replaced).
+CONFIG_LOAD = (
+    "import re, runpy; url = runpy.run_path('config.py')['config']"
+    ".gateways['local'].connection.config['spark.remote']; "
+    "print(re.sub(';token=[^;]*', '', url))"
+)
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "TARDY_HOME": str(home), "TARDY_ENGINE": "on", **extra}
+
+
+def _run(home: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv,
+        cwd=project_root(),
+        env=_env(home, **extra),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _engine(home: Path, action: str = "status", **extra: str) -> dict[str, t.Any]:
+    done = _run(home, str(BIN / "tardy"), "engine", action, "--json", **extra)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def _processes_of(home: Path) -> list[int]:
+    """Every live process whose command line names the home's engine (supervisor or server)."""
+    paths = warm.Paths(home)
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        ours = str(paths.server_conf) in cmdline or (
+            warm.SUPERVISOR in cmdline and str(home) in cmdline
+        )
+        if ours and warm._alive(int(proc.name)):
+            found.append(int(proc.name))
+    return found
+
+
+def _stop(home: Path) -> None:
+    _engine(home, "stop")
+    assert _processes_of(home) == []
+
+
+@pytest.fixture
+def homes(tmp_path: Path) -> t.Iterator[list[Path]]:
+    made: list[Path] = []
+    yield made
+    for home in made:  # whatever a failed assertion left running
+        warm.stop(warm.Paths(home), timeout=5)
+
+
+def _home(homes: list[Path], root: Path, name: str) -> Path:
+    home = root / name
+    home.mkdir()
+    homes.append(home)
+    return home
+
+
+def test_first_use_under_a_race_starts_one_engine_that_only_its_owner_can_use(
+    homes: list[Path], tmp_path: Path
+) -> None:
+    home = _home(homes, tmp_path, "a")
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONFIG_LOAD],
+            cwd=project_root(),
+            env=_env(home),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    urls = []
+    for racer in racers:
+        out, errors = racer.communicate(timeout=300)
+        assert racer.returncode == 0, errors[-2000:]
+        urls.append(out.strip().splitlines()[-1])
+    status = _engine(home)
+    assert status["state"] == "running"
+    assert len(_processes_of(home)) == 2  # one supervisor, one server: one engine
+    # The same server for all three, each with a session of its own.
+    assert {u.split("/;")[0] for u in urls} == {status["url"]}
+    assert len({u.split("session_id=")[1] for u in urls}) == 3
+    # Loopback only, and only with the data home's secret, which no command line shows.
+    paths = warm.Paths(home)
+    assert (paths.token.stat().st_mode & 0o777) == 0o600
+    assert (paths.server_conf.stat().st_mode & 0o777) == 0o600
+    token = paths.token.read_text().strip()
+    server = Path(f"/proc/{status['pid']}/cmdline").read_bytes().decode(errors="replace")
+    assert token not in server
+    assert _listening(status["port"]) == {"127.0.0.1"}
+    probe = (
+        "import sys; from pyspark.sql import SparkSession; "
+        "s = SparkSession.builder.remote(sys.argv[1]).create(); "
+        "print(s.sql('SELECT 41 + 1').first()[0])"
+    )
+    url = status["url"]
+    for refused in (f"{url}/;token=not-the-secret", url.replace("localhost", "127.0.0.1")):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, refused],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "SPARK_CONNECT_RETRY_MAX": "0"},
+        )
+        assert done.returncode != 0 and "42" not in done.stdout, refused
+    done = subprocess.run(
+        [sys.executable, "-c", probe, f"{url}/;token={token}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == "42", done.stderr[-2000:]
+    _stop(home)
+    assert _engine(home)["state"] == "stopped"
+
+
+def _listening(port: int) -> set[str]:
+    """The addresses a TCP port listens on (``/proc/net/tcp*``, state 0A = LISTEN; an
+    IPv4-mapped IPv6 address as its IPv4 form, any other IPv6 one raw)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.rsplit(":", 1)
+            if state != "0A" or int(hex_port, 16) != port:
+                continue
+            if len(address) == 32 and address.startswith("0000000000000000FFFF0000"):
+                address = address[24:]
+            if len(address) == 8:  # little-endian IPv4
+                address = ".".join(str(int(address[i : i + 2], 16)) for i in (6, 4, 2, 0))
+            found.add(address)
+    return found
+
+
+def test_dead_and_stale_engines_are_replaced_and_homes_get_engines_of_their_own(
+    homes: list[Path], tmp_path: Path
+) -> None:
+    first, second = _home(homes, tmp_path, "first"), _home(homes, tmp_path, "second")
+    a = _engine(first, "start")
+    b = _engine(second, "start")
+    assert a["port"] != b["port"] and a["pid"] != b["pid"]
+
+    # An engine killed -9 is never reused: the next command starts another.
+    os.kill(a["pid"], signal.SIGKILL)
+    replaced = _engine(first, "start")
+    assert replaced["state"] == "running" and replaced["pid"] != a["pid"]
+    assert _engine(second)["pid"] == b["pid"]  # the other home's engine is untouched
+
+    # A record naming a port nobody listens on and processes that are not an engine (a live
+    # unrelated one among them) is stale: ignored, and the unrelated process left alone.
+    _stop(first)
+    bystander = subprocess.Popen(["sleep", "300"])
+    try:
+        paths = warm.Paths(first)
+        paths.record.write_text(
+            json.dumps(
+                {
+                    "home": str(first),
+                    "supervisor_pid": bystander.pid,
+                    "server_pid": bystander.pid,
+                    "port": b["port"] + 1,
+                    "started_at": 0.0,
+                    "settings_digest": "x",
+                    "idle_seconds": 1800.0,
+                }
+            )
+        )
+        assert _engine(first)["state"] == "stale"
+        fresh = _engine(first, "start")
+        assert fresh["state"] == "running" and fresh["pid"] != bystander.pid
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+    # Another data home's record copied here (a home copied with its engine files) is stale.
+    paths.record.write_text(warm.Paths(second).record.read_text())
+    assert _engine(first)["state"] == "stale"
+    _stop(second)
+    _stop(first)
+
+
+def test_an_idle_engine_stops_by_itself(homes: list[Path], tmp_path: Path) -> None:
+    home = _home(homes, tmp_path, "idle")
+    started = _engine(home, "start", TARDY_ENGINE_IDLE="3s")
+    assert started["idle_stop_seconds"] == 3.0
+    deadline = time.monotonic() + 60
+    while _processes_of(home) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _processes_of(home) == []
+    assert _engine(home)["state"] == "stopped"
+
+
+SLOW_INSERT = """
+import runpy
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import udf
+
+config = runpy.run_path("config.py")["config"]  # registers this process and its session
+spark = SparkSession.builder.remote(
+    config.gateways["local"].connection.config["spark.remote"]
+).getOrCreate()
+spark.sql("CREATE TABLE IF NOT EXISTS slow (id BIGINT) USING delta")
+
+
+@udf("bigint")
+def slowly(i):
+    import time
+
+    time.sleep(1)
+    return i
+
+
+print("sending", flush=True)
+spark.range(0, 20, 1, 1).select(slowly("id").alias("id")).write.mode("append").saveAsTable("slow")
+print("committed", flush=True)
+"""
+HISTORY_LATER = """
+import runpy, time
+from pyspark.sql import SparkSession
+
+config = runpy.run_path("config.py")["config"]  # reaps the dead client first
+spark = SparkSession.builder.remote(
+    config.gateways["local"].connection.config["spark.remote"]
+).getOrCreate()
+time.sleep(25)  # past the moment the killed write would have committed
+print(spark.sql("DESCRIBE HISTORY slow").count())
+"""
+
+
+def test_a_client_killed_mid_statement_leaves_nothing_running(
+    homes: list[Path], tmp_path: Path
+) -> None:
+    """A 20-second write whose client is killed -9 four seconds in: on a server, the
+    statement would go on and commit ~16 s later (NOTES 24); the engine interrupts the dead
+    client's session before the next command of the home reads anything, so the table keeps
+    its one version."""
+    home = _home(homes, tmp_path, "killed")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", SLOW_INSERT],
+        cwd=project_root(),
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None
+    assert writer.stdout.readline().strip() == "sending"
+    paths = warm.Paths(home)
+    assert (paths.clients / f"{writer.pid}.json").exists()
+    time.sleep(4)
+    writer.kill()
+    writer.wait()
+    done = _run(home, sys.executable, "-c", HISTORY_LATER)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "1"  # CREATE TABLE only: no late commit
+    assert not (paths.clients / f"{writer.pid}.json").exists()
+    _stop(home)
