@@ -109,13 +109,15 @@ def finish(context, spark, restatement_id: str) -> dict[str, t.Any]:
     return out
 
 
-def _run(home: Path, *args: str, failpoint: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TARDY_HOME": str(home)}
-    env.pop("TARDY_FAILPOINT", None)
+def _run(
+    home: Path, *args: str, failpoint: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "TARDY_HOME": str(home), **(env or {})}
+    environ.pop("TARDY_FAILPOINT", None)
     if failpoint:
-        env["TARDY_FAILPOINT"] = failpoint
+        environ["TARDY_FAILPOINT"] = failpoint
     return subprocess.run(
-        args, cwd=project_root(), env=env, capture_output=True, text=True, timeout=900
+        args, cwd=project_root(), env=environ, capture_output=True, text=True, timeout=900
     )
 
 
@@ -199,3 +201,78 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(
     assert after_resume == seen["rebuilt"]
     silver = after_resume["silver.sales_transactions"]
     assert silver["rows"] > 0
+
+
+def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
+    engine, tmp_path: Path
+) -> None:
+    """The same staged restatement, promoted on the data home's warm engine: ``tardy
+    promote`` is killed -9 0.3 s into its third table's write, while the server executes
+    it. The resume, on the same engine, must find each table promoted exactly once: the
+    engine interrupts the dead client's statement before anything reads (or the statement
+    had committed, under the restatement's tag), so no late commit lands behind the resume.
+    Prod then equals a stock full restatement of the same bronze, in-process."""
+    home = tmp_path / "home"
+    SMALL.copy_to(engine, home)
+    staged = build_and_stage(*engine.open(home))
+    engine.release()
+    restatement_id, tables = staged["id"], staged["tables"]
+    warm = {"TARDY_ENGINE": "on"}
+
+    def tardy_json(*argv: str) -> t.Any:
+        done = _run(home, str(BIN / "tardy"), *argv, "--json", env=warm)
+        assert done.returncode == 0, (argv, done.stderr[-3000:])
+        return json.loads(done.stdout)
+
+    try:
+        started = tardy_json("engine", "start")
+        killed = _run(
+            home,
+            str(BIN / "tardy"),
+            "promote",
+            restatement_id,
+            failpoint="promote:2:inflight",
+            env=warm,
+        )
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        outcome = tardy_json("restate", "--reason", "resume")
+        log = tardy_json("log", restatement_id)
+        after_resume = tardy_json("fingerprint")
+        # One engine served every command: the killed client did not take it down.
+        assert tardy_json("engine")["pid"] == started["pid"]
+    finally:
+        _run(home, str(BIN / "tardy"), "engine", "stop", env=warm)
+    assert outcome["recovered"] == (
+        f"completed the interrupted promotion of restatement {restatement_id}"
+    )
+    assert [e["action"] for e in log] == ["staging", "staged", "promoting", "promoted"]
+    promoted = log[-1]
+    assert len(promoted["table_versions_before"]) == tables
+    for model, before in promoted["table_versions_before"].items():
+        assert promoted["table_versions_after"][model] == before + 1, model
+    assert after_resume != staged["fingerprint"]
+
+    _, context, spark = engine.open(home)
+    try:
+        from tardy.engine.delta import version
+
+        versions = {
+            model: version(spark, context.get_snapshot(model, raise_if_missing=True).table_name())
+            for model in promoted["table_versions_after"]
+        }
+        context.plan(
+            "prod",
+            restate_models=["bronze.pos_events"],
+            start=CONFIG.start.isoformat(),
+            end=(CLOCK - timedelta(days=1)).date().isoformat(),
+            execution_time=CLOCK,
+            auto_apply=True,
+            no_prompts=True,
+            skip_tests=True,
+        )
+        rebuilt = _cli_json("fingerprint")
+    finally:
+        engine.release()
+    # No commit landed after the resume read the tables' history.
+    assert versions == promoted["table_versions_after"]
+    assert after_resume == rebuilt

@@ -19,8 +19,10 @@ says which tables an interrupted promotion already committed).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import threading
 import typing as t
 from dataclasses import dataclass, field
 
@@ -50,9 +52,25 @@ def tag(restatement_id: str, action: str) -> str:
 
 def failpoint(action: str, done: int) -> None:
     if os.environ.get(FAILPOINT) == f"{action}:{done}":
-        if os.getpgrp() == os.getpid():
-            os.killpg(os.getpgrp(), signal.SIGKILL)
-        os.kill(os.getpid(), signal.SIGKILL)
+        _kill_self()
+
+
+def _kill_self() -> None:
+    if os.getpgrp() == os.getpid():
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def inflight_failpoint(action: str, done: int) -> t.Iterator[None]:
+    """Test hook, ``"promote:N:inflight"``: kill -9 this process 0.3 s into the statement the
+    block runs after N tables, while the engine executes it (on a warm engine the statement
+    outlives its client: ``tardy.warm`` interrupts it before the next command reads)."""
+    if os.environ.get(FAILPOINT) == f"{action}:{done}:inflight":
+        timer = threading.Timer(0.3, _kill_self)
+        timer.daemon = True
+        timer.start()
+    yield
 
 
 def _changes(commits: list[t.Any]) -> str:
@@ -134,7 +152,7 @@ def promote(
     failpoint("promote", 0)
     for table in checked.pending:
         days = table.predicate(table.changed)
-        with delta.tagged_commits(spark, marker):
+        with delta.tagged_commits(spark, marker), inflight_failpoint("promote", len(after)):
             delta.replace_where(
                 spark, table.prod_table, days, f"SELECT * FROM {table.staged_table} WHERE {days}"
             )
