@@ -14,6 +14,12 @@ invariants of issue 10:
   rows = silver rows + superseded rows + quarantined rows, with bronze and superseded counted
   by the independent pandas oracle of the tests from the landing files.
 
+Every command runs on both of the embedded default's paths, in turn (each command gets both
+within any 8 trials): in-process (``TARDY_ENGINE=off``, the kill takes the command's own
+Spark JVM with it) and on the data home's warm engine (``tardy.warm``: the engine outlives
+the killed client, its statement may still be running on it; the check and the recovery run
+on the same engine, which interrupts the dead client's session first).
+
 Templates (built once per run, by the real CLI, on the same path so that the metastore's
 absolute locations stay valid): ``landed`` (prod built, late rows for closed days landed),
 ``ingested``, ``staged`` (``restate --no-promote``) and ``promoted``. The kill delay is drawn
@@ -350,11 +356,15 @@ def check_trial(spec_path: Path) -> None:
 # -- the harness ---------------------------------------------------------------------------
 
 
+ENGINES = ("in-process", "warm")
+
+
 @dataclass
 class Trial:
     number: int
     command: str
     delay: float
+    engine: str = "in-process"
     exit: str = ""
     phase: str = ""
     recovery: str = ""
@@ -368,7 +378,8 @@ class Harness:
         self.home = root / "home"
         self.templates = root / "templates"
         self.logs = root / "logs"
-        self.env = {**os.environ, "TARDY_HOME": str(self.home)}
+        # Templates are built in-process; a trial picks its path (``trial_env``).
+        self.env = {**os.environ, "TARDY_HOME": str(self.home), "TARDY_ENGINE": "off"}
         self.env.pop("TARDY_FAILPOINT", None)
         self.meta: dict[str, t.Any] = {}
 
@@ -390,7 +401,13 @@ class Harness:
     def _save(self, name: str) -> None:
         shutil.copytree(self.home, self.templates / name, symlinks=True)
 
+    def stop_engine(self) -> None:
+        from tardy import warm
+
+        warm.stop(warm.Paths(self.home))
+
     def restore(self, name: str) -> None:
+        self.stop_engine()  # never swap a home's files under its running engine
         shutil.rmtree(self.home, ignore_errors=True)
         shutil.copytree(self.templates / name, self.home, symlinks=True)
 
@@ -486,12 +503,18 @@ class Harness:
             ),
         }[trial.command]
         self.restore(template)
+        env = {**self.env, "TARDY_ENGINE": "on" if trial.engine == "warm" else "off"}
+        if trial.engine == "warm":  # started first: the kill lands in the command's work
+            subprocess.run(
+                [str(BIN / "tardy"), "engine", "start"], cwd=ROOT, env=env, check=True,
+                stdout=subprocess.DEVNULL,
+            )  # fmt: skip
         log = self.logs / f"trial-{trial.number:02d}-{trial.command}.log"
         with open(log, "w") as out:
             process = subprocess.Popen(
                 [str(BIN / "tardy"), *argv],
                 cwd=ROOT,
-                env=self.env,
+                env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -522,10 +545,11 @@ class Harness:
             done = subprocess.run(
                 [str(BIN / "python"), __file__, "--check", str(spec_path)],
                 cwd=ROOT,
-                env=self.env,
+                env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
+        self.stop_engine()
         if done.returncode != 0 or not Path(spec["result"]).exists():
             trial.problems = [f"the check process failed ({done.returncode}): {out.name}"]
         else:
@@ -542,19 +566,23 @@ def planned_commands(trials: int) -> list[str]:
 
 
 def plan(seed: int, trials: int, seconds: dict[str, float], startup: float) -> list[Trial]:
-    """Commands in turn (each gets trials/4); a delay drawn uniformly between half the
-    start-up of a process (JVM, metastore) and the command's un-killed duration, so that
-    most kills land while the command works rather than while its JVM starts."""
+    """Commands in turn (each gets trials/4), each on both paths in turn; a delay drawn
+    uniformly between half the start-up of a process (JVM, metastore) and the command's
+    un-killed duration, so that most kills land while the command works rather than while
+    its JVM starts. On the warm engine there is no JVM to start: between 1 s (the client's
+    imports and connection) and the command's in-process duration less that start-up."""
     rnd = random.Random(seed)
     commands = planned_commands(trials)
-    return [
-        Trial(
-            number=n,
-            command=command,
-            delay=round(rnd.uniform(startup / 2, max(seconds[command], startup)), 1),
-        )
-        for n, command in enumerate(commands)
-    ]
+    planned = []
+    for n, command in enumerate(commands):
+        engine = ENGINES[(n // len(COMMANDS) + n) % len(ENGINES)]
+        if engine == "warm":
+            low, high = 1.0, max(seconds[command] - startup, 2.0)
+        else:
+            low, high = startup / 2, max(seconds[command], startup)
+        delay = round(rnd.uniform(low, high), 1)
+        planned.append(Trial(number=n, command=command, delay=delay, engine=engine))
+    return planned
 
 
 def main() -> int:
@@ -593,7 +621,8 @@ def main() -> int:
     for trial in trials:
         done.append(harness.trial(trial))
         console.print(
-            f"trial {trial.number}: {trial.command} {trial.exit}; {trial.phase}; {trial.verdict}"
+            f"trial {trial.number}: {trial.command} ({trial.engine}) {trial.exit}; "
+            f"{trial.phase}; {trial.verdict}"
         )
         for problem in trial.problems:
             console.print(f"  [red]{problem}[/]")
@@ -603,7 +632,7 @@ def main() -> int:
     for trial in done:
         table.add_row(
             str(trial.number),
-            trial.command,
+            f"{trial.command} ({trial.engine})",
             trial.exit,
             trial.phase,
             trial.recovery,

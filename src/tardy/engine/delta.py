@@ -83,11 +83,33 @@ def restore(spark: SparkSession, table: str, to_version: int) -> None:
     spark.sql(f"RESTORE TABLE {table} TO VERSION AS OF {to_version}")
 
 
-def counts_statements(spark: SparkSession) -> bool:
-    """Whether this session can count its Spark statements: a classic session reads its
-    driver's SQL status store; a Spark Connect client has no driver of its own (the server's
-    is another process), so its meter records seconds only."""
-    return not type(spark).__module__.startswith("pyspark.sql.connect")
+def is_connect(spark: SparkSession) -> bool:
+    """A Spark Connect client (the warm engine, the ``connect`` gateway): its driver is the
+    server's, another process."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _connect_counts(spark: SparkSession) -> list[int]:
+    """[plans executed, plans analysed] by this Connect client since it was first metered:
+    the client's own calls, counted as it makes them (the server's status store is out of
+    reach). An analysis (``df.schema``, ``df.columns``) is a round trip too (NOTES 20)."""
+    client = spark.client  # type: ignore[attr-defined]
+    counts: list[int] | None = getattr(client, "_tardy_counts", None)
+    if counts is None:
+        counts = [0, 0]
+        execute, analyze = client._execute_and_fetch_as_iterator, client._analyze
+
+        def executed(*args: t.Any, **kwargs: t.Any) -> t.Any:
+            counts[0] += 1
+            return execute(*args, **kwargs)
+
+        def analysed(*args: t.Any, **kwargs: t.Any) -> t.Any:
+            counts[1] += 1
+            return analyze(*args, **kwargs)
+
+        client._execute_and_fetch_as_iterator, client._analyze = executed, analysed
+        client._tardy_counts = counts
+    return counts
 
 
 def _status_store(spark: SparkSession) -> t.Any:
@@ -137,17 +159,24 @@ class Meter:
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
-        counted = counts_statements(self.spark)
+        """On a classic session, *statements* are root SQL executions and *executions* add
+        the nested ones (``executions_since``); over Spark Connect, statements are the plans
+        the client had executed and executions add its analysis round trips."""
+        connect = is_connect(self.spark)
         started = time.perf_counter()
-        before = last_execution(self.spark) if counted else -1
+        before = list(_connect_counts(self.spark)) if connect else last_execution(self.spark)
         try:
             yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
-            if counted:  # over Spark Connect: seconds only (``counts_statements``)
-                roots, count = executions_since(self.spark, before)
-                self.statements[name] = self.statements.get(name, 0) + roots
-                self.executions[name] = self.executions.get(name, 0) + count
+            if connect:
+                executed, analysed = _connect_counts(self.spark)
+                roots = executed - before[0]  # type: ignore[index]
+                count = roots + analysed - before[1]  # type: ignore[index]
+            else:
+                roots, count = executions_since(self.spark, before)  # type: ignore[arg-type]
+            self.statements[name] = self.statements.get(name, 0) + roots
+            self.executions[name] = self.executions.get(name, 0) + count
 
     def as_dict(self) -> dict[str, dict[str, float] | dict[str, int]]:
         return {
