@@ -111,17 +111,17 @@ def open_context(
 ENGINE_REMOTE_VARIABLE = "TARDY_ENGINE_REMOTE"
 
 
-def _render_settings() -> dict[str, t.Any]:
+def _render_settings(project: Path) -> dict[str, t.Any]:
     from sqlmesh.core.config.loader import load_config_from_yaml
 
-    return load_config_from_yaml(project_root() / SETTINGS_FILE)
+    return load_config_from_yaml(project / SETTINGS_FILE)
 
 
-def engine_settings() -> dict[str, str]:
+def engine_settings(project: Path | None = None) -> dict[str, str]:
     """The Spark settings of the ``local`` gateway, as an in-process driver gets them: what
     the data home's warm engine is started with."""
     with _environ(**{gateway.VARIABLE: EMBEDDED_GATEWAY, ENGINE_REMOTE_VARIABLE: None}):
-        rendered = _render_settings()
+        rendered = _render_settings(project or project_root())
     config = rendered["gateways"][EMBEDDED_GATEWAY]["connection"]["config"]
     return {key: str(value) for key, value in config.items()}
 
@@ -145,10 +145,11 @@ def _set_env(name: str, value: str | None) -> None:
         os.environ[name] = value
 
 
-def sqlmesh_config() -> Config:
-    """``config.py``'s configuration: ``project.yaml`` rendered for the selected gateway. On
-    the embedded default with the warm engine on, the data home's engine is found or started
-    first and the ``local`` gateway renders as a Spark Connect client of it."""
+def sqlmesh_config(project: Path) -> Config:
+    """``config.py``'s configuration: the ``project.yaml`` beside it, rendered for the
+    selected gateway. On the embedded default with the warm engine on, the data home's
+    engine is found or started first and the ``local`` gateway renders as a Spark Connect
+    client of it."""
     from sqlmesh.core.config import Config
 
     home = activate()
@@ -157,9 +158,9 @@ def sqlmesh_config() -> Config:
     remote = None
     if chosen == EMBEDDED_GATEWAY and warm.enabled():
         quiet_connect()
-        remote = warm.connect(home.root, engine_settings())
+        remote = warm.connect(home.root, engine_settings(project))
     _set_env(ENGINE_REMOTE_VARIABLE, remote)
-    return Config.parse_obj(_render_settings())
+    return Config.parse_obj(_render_settings(project))
 
 
 def load_config() -> Config:

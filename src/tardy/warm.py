@@ -4,8 +4,8 @@ On the embedded default (gateway ``local``), the first command of a data home th
 (``tardy`` or the stock ``sqlmesh``, both through ``config.py``) starts a Spark Connect server
 in the background: ``local[*]``, Delta, the data home's warehouse and Derby metastore and the
 ``local`` gateway's own Spark settings (``project.yaml``). Every later command of that home
-talks to it and starts in about a second instead of paying a JVM, Spark, the metastore and
-Delta's first access again (docs/warm-engine.md).
+talks to it instead of paying a JVM, Spark, the metastore and Delta's first access again
+(docs/warm-engine.md).
 
 Under ``$TARDY_HOME/engine/``:
 
