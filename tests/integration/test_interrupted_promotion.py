@@ -86,15 +86,9 @@ def resume(spark, restatement_id: str) -> dict[str, t.Any]:
     }
 
 
-def finish(context, spark, restatement_id: str) -> dict[str, t.Any]:
-    """After a killed rollback: the log it left, ``tardy rollback`` run again, the log and
-    the fingerprint; then a stock full restatement of every day from bronze (as ``sqlmesh
-    plan --restate-model`` does) and the fingerprint."""
-    out: dict[str, t.Any] = {"killed_log": _cli_json("log", restatement_id)}
-    out["rollback"] = _cli_json("rollback", restatement_id, "--reason", "kill test")
-    out["log"] = _cli_json("log", restatement_id)
-    out["fingerprint"] = _cli_json("fingerprint")
-    out["trail"] = _trail(spark, restatement_id)
+def stock_full_restatement(context) -> dict[str, t.Any]:
+    """A stock full restatement of every day from bronze (as ``sqlmesh plan
+    --restate-model`` does), then the fingerprint."""
     context.plan(
         "prod",
         restate_models=["bronze.pos_events"],
@@ -105,7 +99,19 @@ def finish(context, spark, restatement_id: str) -> dict[str, t.Any]:
         no_prompts=True,
         skip_tests=True,
     )
-    out["rebuilt"] = _cli_json("fingerprint")
+    return _cli_json("fingerprint")
+
+
+def finish(context, spark, restatement_id: str) -> dict[str, t.Any]:
+    """After a killed rollback: the log it left, ``tardy rollback`` run again, the log and
+    the fingerprint; then a stock full restatement of every day from bronze (as ``sqlmesh
+    plan --restate-model`` does) and the fingerprint."""
+    out: dict[str, t.Any] = {"killed_log": _cli_json("log", restatement_id)}
+    out["rollback"] = _cli_json("rollback", restatement_id, "--reason", "kill test")
+    out["log"] = _cli_json("log", restatement_id)
+    out["fingerprint"] = _cli_json("fingerprint")
+    out["trail"] = _trail(spark, restatement_id)
+    out["rebuilt"] = stock_full_restatement(context)
     return out
 
 
@@ -260,17 +266,7 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
             model: version(spark, context.get_snapshot(model, raise_if_missing=True).table_name())
             for model in promoted["table_versions_after"]
         }
-        context.plan(
-            "prod",
-            restate_models=["bronze.pos_events"],
-            start=CONFIG.start.isoformat(),
-            end=(CLOCK - timedelta(days=1)).date().isoformat(),
-            execution_time=CLOCK,
-            auto_apply=True,
-            no_prompts=True,
-            skip_tests=True,
-        )
-        rebuilt = _cli_json("fingerprint")
+        rebuilt = stock_full_restatement(context)
     finally:
         engine.release()
     # No commit landed after the resume read the tables' history.
