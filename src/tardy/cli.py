@@ -449,7 +449,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
         with err.status("Starting the data home's engine"):
             warm.start(paths, engine_settings())
     elif args.action == "stop":
-        warm.stop(paths)
+        warm.stop(paths, force=args.force)
     status = warm.status(paths)
     if args.json:
         _print_json(status.as_dict())
@@ -618,6 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     eng = sub.add_parser("engine", help="the data home's warm Spark engine: status, start, stop")
     eng.add_argument("action", choices=("status", "start", "stop"), nargs="?", default="status")
+    eng.add_argument("--force", action="store_true", help="stop even while commands use it")
     eng.add_argument("--json", action="store_true")
     eng.set_defaults(func=cmd_engine)
     return parser

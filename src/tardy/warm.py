@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
 
-from tardy.errors import TardyError
+from tardy.errors import Refused, TardyError
 
 ENGINE_VARIABLE = "TARDY_ENGINE"
 IDLE_VARIABLE = "TARDY_ENGINE_IDLE"
@@ -514,10 +514,22 @@ def connect(home: Path, settings: Mapping[str, str]) -> str:
     return f"{record.url}/;token={token};session_id={_register(paths)}"
 
 
-def stop(paths: Paths, timeout: float = 30.0) -> Record | None:
-    """Stop the home's engine (supervisor, server and its executors); the record it had."""
+class EngineInUse(Refused):
+    """``tardy engine stop`` while commands use the engine: nothing was stopped."""
+
+
+def stop(paths: Paths, timeout: float = 30.0, *, force: bool = True) -> Record | None:
+    """Stop the home's engine (supervisor, server and its executors); the record it had.
+    Without ``force``, refuses while a live command uses it (its statements would fail)."""
     with _start_lock(paths):
         record = read(paths)
+        users = [c for c in clients(paths) if _alive(c.pid)] if record else []
+        if users and not force:
+            raise EngineInUse(
+                "the engine is in use by "
+                + ", ".join(f"pid {c.pid} ({c.command})" for c in users)
+                + ": stop it once they are done, or with --force (their statements fail)"
+            )
         _stop_all(paths, timeout)
         paths.record.unlink(missing_ok=True)
         return record

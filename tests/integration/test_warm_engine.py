@@ -149,7 +149,27 @@ def test_first_use_under_a_race_starts_one_engine_that_only_its_owner_can_use(
         timeout=60,
     )
     assert done.stdout.strip() == "42", done.stderr[-2000:]
-    _stop(home)
+
+    # A command using the engine keeps `tardy engine stop` from pulling it away; --force
+    # stops it anyway.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", CONFIG_LOAD + "; import time; time.sleep(120)"],
+        cwd=project_root(), env=_env(home), stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        registered = paths.clients / f"{holder.pid}.json"
+        deadline = time.monotonic() + 60
+        while not registered.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        refused = _run(home, str(BIN / "tardy"), "engine", "stop")
+        assert refused.returncode == 3, refused.stderr[-2000:]
+        assert f"pid {holder.pid}" in refused.stderr
+        assert _engine(home)["pid"] == status["pid"]
+        forced = _run(home, str(BIN / "tardy"), "engine", "stop", "--force")
+        assert forced.returncode == 0, forced.stderr[-2000:]
+        assert _processes_of(home) == []
+    finally:
+        holder.kill()
     assert _engine(home)["state"] == "stopped"
 
 
