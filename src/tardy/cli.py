@@ -55,16 +55,25 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spark_without_project(args: argparse.Namespace) -> t.Any:
+    """The warm engine's session when it runs (no SQLMesh loaded), else the project's."""
+    from tardy.session import engine_session
+
+    spark = engine_session()
+    if spark is None:
+        from tardy.project import open_context, spark_of
+
+        spark = spark_of(open_context(args.gateway, load=False, progress_to_stderr=args.json))
+    return spark
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from tardy.ingest import FilesRefused, ingest
-    from tardy.project import open_context, spark_of
 
-    context = open_context(args.gateway, load=False, progress_to_stderr=args.json)
+    spark = _spark_without_project(args)
     home = activate()
     with err.status("Ingesting into bronze.pos_events and bronze.store_changes"):
-        result = ingest(
-            spark_of(context), home.landing, [Path(p) for p in args.paths], strict=False
-        )
+        result = ingest(spark, home.landing, [Path(p) for p in args.paths], strict=False)
     if args.json:
         _print_json(result.as_dict())
     if result.refused:  # every other file was ingested (and printed): name the refused ones
@@ -357,11 +366,9 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 def cmd_log(args: argparse.Namespace) -> int:
     from tardy.engine import log as restatement_log
-    from tardy.project import open_context, spark_of
     from tardy.render import log_table
 
-    context = open_context(args.gateway, load=False, progress_to_stderr=args.json)
-    spark = spark_of(context)
+    spark = _spark_without_project(args)
     if args.json:
         _print_json(
             restatement_log.entries(spark, args.restatement_id)

@@ -13,26 +13,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
 import typing as t
-import warnings
 from pathlib import Path
 
 from tardy import exact_writes, gateway, warm
 from tardy.gateway import EMBEDDED_GATEWAY, select_gateway
 from tardy.home import SETTINGS_FILE, activate, project_root
+from tardy.session import quiet_connect, utc_process
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlmesh import Context
     from sqlmesh.core.config import Config
-
-
-def utc_process() -> None:
-    """Every timestamp in tardy is UTC; PySpark turns TIMESTAMPs into naive datetimes in the
-    process's local zone, so the process runs in UTC whatever the machine's zone is."""
-    os.environ["TZ"] = "UTC"
-    time.tzset()
 
 
 def quiet_logs() -> None:
@@ -44,12 +36,6 @@ def quiet_logs() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
     os.environ.setdefault("PYSPARK_PIN_THREAD", "true")
     quiet_connect()
-
-
-def quiet_connect() -> None:
-    """The Spark Connect client's noise, for tardy and the stock ``sqlmesh`` alike."""
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-    warnings.filterwarnings("ignore", message=r"Failed to set spark\.sql\.catalogImplementation")
 
 
 # SQLMesh's warning that DuckDB state is not for production: true, and said once in the

@@ -508,7 +508,19 @@ def connect(home: Path, settings: Mapping[str, str]) -> str:
     process's memory only (SQLMesh restores the environment after loading a config, so a
     variable set here would be gone when the session connects)."""
     paths = Paths(home)
-    record = start(paths, settings)
+    return _client_url(paths, start(paths, settings))
+
+
+def attach(home: Path) -> str | None:
+    """Like ``connect``, for the home's running engine only (None when none runs), whatever
+    its settings: for the commands that only read or append tables (``tardy.session``)."""
+    paths = Paths(home)
+    record = live_record(paths)
+    return None if record is None else _client_url(paths, record)
+
+
+def _client_url(paths: Paths, record: Record) -> str:
+    """Reap dead clients, register this process, and its URL with the token."""
     reap_dead_clients(paths, record)
     token = paths.token.read_text().strip()
     return f"{record.url}/;token={token};session_id={_register(paths)}"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import StrEnum
 
-from tardy.engine.log_schema import JSON_COLUMNS, LOG_TABLE, ensure_log
+from tardy.engine.log_schema import JSON_COLUMNS, LOG_TABLE, ensure_log, readable_log
 from tardy.engine.log_schema import PERIODS_VIEW as PERIODS_VIEW  # re-exported
 from tardy.home import project_root
 
@@ -309,8 +309,7 @@ def append(spark: SparkSession, entry: LogEntry) -> None:
 def entries(spark: SparkSession, restatement_id: str | None = None) -> list[dict[str, t.Any]]:
     """Log rows (oldest first) as dicts: the columns of ``tardy log --json`` (structured
     values in the engine's shapes, ``_read``) and the staged detail."""
-    ensure_log(spark)
-    frame = spark.table(LOG_TABLE)
+    frame = readable_log(spark)
     if restatement_id is not None:
         frame = frame.where(frame.restatement_id == restatement_id)
     return [_read(row.asDict(recursive=True)) for row in frame.orderBy("logged_at").collect()]

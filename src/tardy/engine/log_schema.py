@@ -34,7 +34,7 @@ import typing as t
 from tardy.engine.promote import failpoint
 
 if t.TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 LOG_TABLE = "tardy.restatement_log"
 PERIODS_VIEW = "tardy.restated_periods"
@@ -170,6 +170,26 @@ def ensure_log(spark: SparkSession) -> None:
     failpoint("migrate_log", 1)
     if not _view_is_current(spark):
         spark.sql(PERIODS_VIEW_SQL)
+
+
+def readable_log(spark: SparkSession) -> DataFrame:
+    """The log for reading. When it exists in the current schema this costs one schema
+    read and no Spark job (a fresh ``tardy log`` on the warm engine: NOTES 25); a missing or
+    older log is first created or migrated (``ensure_log``)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        schema = spark.table(LOG_TABLE).schema
+    except AnalysisException:  # no log yet
+        ensure_log(spark)
+        return spark.table(LOG_TABLE)
+    present = set(schema.fieldNames())
+    fields = set(schema["manifest"].dataType.fieldNames()) if "manifest" in present else set()  # type: ignore[attr-defined]
+    if any(name not in present for name in TYPED_COLUMNS) or any(
+        name not in fields for name in MANIFEST_FIELDS_ADDED
+    ):
+        ensure_log(spark)
+    return spark.table(LOG_TABLE)
 
 
 def missing_columns(spark: SparkSession) -> list[str]:
