@@ -347,9 +347,10 @@ def reap_dead_clients(paths: Paths, record: Record) -> list[str]:
 
 
 def _wait_for_operations(connection: object, timeout: float = 60.0) -> None:
-    """Until the session's interrupted operations have ended: ``interrupt_all`` names only
-    those still registered and not yet interrupted, so it is asked again until an
-    interrupt finds nothing left to stop."""
+    """Interrupt again until an interrupt finds nothing left to stop (an operation queued
+    behind the first is stopped too). It does not wait for an interrupted statement to
+    unwind: one that raced its own commit has committed under its tag, which a resume finds
+    (docs/warm-engine.md, "Kill -9 and late commits")."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not connection.interrupt_all():  # type: ignore[attr-defined]
