@@ -142,15 +142,54 @@ def _render_manifest(manifest: t.Any) -> None:
     render_manifest(manifest, console)
 
 
-def cmd_detect(args: argparse.Namespace) -> int:
-    from tardy.engine.detect import detect
+def _recorded(args: argparse.Namespace, answer: t.Any) -> t.Any:
+    """The answer recorded under the data home's current state (``tardy.recorded``), unless
+    ``--fresh``; None when it must be computed."""
+    from tardy.gateway import selected
+    from tardy.recorded import lookup
+
+    return None if args.fresh else lookup(activate().root, selected(), answer)
+
+
+def _answered(recorded: t.Any, source: t.Any) -> dict[str, str]:
+    """Where an answer came from, for ``--json`` and the terminal."""
+    from tardy.recorded import Source
+
+    if source is Source.RECORDED:
+        err.print(
+            f"[dim]Answered from the record of {recorded.recorded_at}: nothing it reads has "
+            "changed since (--fresh recomputes).[/]"
+        )
+    return recorded.provenance(source) if recorded is not None else {"source": str(source)}
+
+
+def _opened_for_recording(args: argparse.Namespace) -> tuple[t.Any, t.Any, t.Any]:
+    """The project's context and session, and a recording of the answers computed with them
+    (``tardy.recorded``: the state key is read now, before anything else)."""
     from tardy.project import open_context, spark_of
+    from tardy.recorded import Recording, inputs_of
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
-    with err.status("Comparing new bronze rows with prod"):
-        manifest = detect(context, spark_of(context))
+    spark = spark_of(context)
+    return context, spark, Recording(inputs_of(context, spark, activate().root))
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from tardy.engine.detect import Manifest, detect
+    from tardy.recorded import Answer, Source
+
+    recorded, source = _recorded(args, Answer.DETECT), Source.RECORDED
+    if recorded is not None:
+        manifest = Manifest.from_dict(recorded.answers[Answer.DETECT])
+    else:
+        context, spark, recording = _opened_for_recording(args)
+        with err.status("Comparing new bronze rows with prod"):
+            manifest = detect(context, spark)
+        recorded = recording.commit({Answer.DETECT: manifest.as_dict()})
+        source = Source.COMPUTED
+    answer = _answered(recorded, source)
     if args.json:
-        _print_json(manifest.as_dict())
+        _print_json({**manifest.as_dict(), "answer": answer})
     else:
         _render_manifest(manifest)
     return 0
@@ -382,17 +421,30 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from tardy.alerts import check, thresholds
-    from tardy.project import open_context, spark_of
+    from tardy.recorded import Answer, Source
     from tardy.render import render_alerts, render_status
-    from tardy.status import status
+    from tardy.status import Status
 
-    context = open_context(args.gateway, progress_to_stderr=args.json)
-    limits = thresholds(context.config.variables) if args.check else None
-    with err.status("Measuring lateness and comparing new bronze rows with prod"):
-        result = status(context, spark_of(context))
+    recorded, source = _recorded(args, Answer.STATUS), Source.RECORDED
+    if recorded is not None:
+        result = Status.from_dict(recorded.answers[Answer.STATUS])
+        variables = recorded.answers[Answer.VARIABLES]
+    else:
+        from tardy import status as measure
+
+        context, spark, recording = _opened_for_recording(args)
+        with err.status("Measuring lateness and comparing new bronze rows with prod"):
+            result = measure.status(context, spark)
+        variables = context.config.variables
+        answers = {Answer.STATUS: result.as_dict(), Answer.VARIABLES: variables}
+        if result.manifest is not None:  # detect's answer too: `tardy detect` follows
+            answers[Answer.DETECT] = result.manifest.as_dict()
+        recorded, source = recording.commit(answers), Source.COMPUTED
+    limits = thresholds(variables) if args.check else None
+    answer = _answered(recorded, source)
     alerts = check(result, limits) if limits is not None else []
     if args.json:
-        payload = result.as_dict()
+        payload = {**result.as_dict(), "answer": answer}
         if limits is not None:
             payload["alerts"] = [alert.as_dict() for alert in alerts]
         _print_json(payload)
@@ -465,6 +517,9 @@ def cmd_engine(args: argparse.Namespace) -> int:
     return 0
 
 
+FRESH_HELP = "compute again even when nothing it reads changed since it was recorded"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tardy",
@@ -521,6 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     det = sub.add_parser("detect", help="closed intervals late bronze rows change (a manifest)")
     det.add_argument("--json", action="store_true")
+    det.add_argument("--fresh", action="store_true", help=FRESH_HELP)
     det.set_defaults(func=cmd_detect)
 
     res = sub.add_parser(
@@ -603,6 +659,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 4 when a source's late ratio or p99 lag passes its tier's threshold, or "
         "late data for final days waits too long (project.yaml: lateness_alert_*)",
     )
+    st.add_argument("--fresh", action="store_true", help=FRESH_HELP)
     st.set_defaults(func=cmd_status)
 
     hist = sub.add_parser(

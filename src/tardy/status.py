@@ -48,7 +48,7 @@ bronze when it is read, so it never goes stale; the grace window is written into
 from __future__ import annotations
 
 import typing as t
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timedelta
 
 from tardy.engine.log import PERIODS_VIEW, ensure_log
@@ -286,9 +286,27 @@ class Status:
     revisions: Revisions = field(default_factory=Revisions)
     # How long the oldest pending late row for a final day has waited (None: none pending).
     pending_age_hours: float | None = None
+    # The detect manifest the pending periods come from; not in ``as_dict`` (``detect`` holds
+    # its summary): ``tardy status`` records it as ``tardy detect``'s answer.
+    manifest: Manifest | None = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        out = asdict(replace(self, manifest=None))
+        del out["manifest"]
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, t.Any]) -> Status:
+        """The inverse of ``as_dict`` (a recorded status: ``tardy.recorded``)."""
+        return cls(
+            **{
+                **raw,
+                "sources": [SourceStatus(**s) for s in raw["sources"]],
+                "overall": SourceStatus(**raw["overall"]),
+                "restated": [RestatedDay(**d) for d in raw["restated"]],
+                "revisions": Revisions(**raw["revisions"]),
+            }
+        )
 
 
 def data_watermark(max_arrival: datetime | None, grace_days: int) -> datetime | None:
@@ -452,4 +470,5 @@ def status(context: Context, spark: SparkSession) -> Status:
             if any(pending_final.values())
             else None
         ),
+        manifest=manifest,
     )

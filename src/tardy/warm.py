@@ -24,8 +24,8 @@ Under ``$TARDY_HOME/engine/``:
 The server's log is ``$TARDY_HOME/logs/engine.log``. ``TARDY_ENGINE=off`` (``tardy
 --no-engine``) keeps the in-process SparkSession of earlier versions.
 
-Run: ``python -m tardy.warm serve`` is the supervisor a client starts; users call ``tardy
-engine status|start|stop``.
+The supervisor a client starts is ``python -m tardy.warm_server serve`` (``tardy.warm_server``);
+users call ``tardy engine status|start|stop``.
 """
 
 from __future__ import annotations
@@ -37,8 +37,6 @@ import hashlib
 import json
 import os
 import secrets
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -49,6 +47,7 @@ from enum import Enum
 from pathlib import Path
 
 from tardy.errors import Refused, TardyError
+from tardy.processes import alive, argv_of, port_answers, stop_group
 
 ENGINE_VARIABLE = "TARDY_ENGINE"
 IDLE_VARIABLE = "TARDY_ENGINE_IDLE"
@@ -56,7 +55,7 @@ DEFAULT_IDLE = 1800.0
 HOST = "localhost"  # with a token, the client accepts plain text only for `localhost`
 BIND = "127.0.0.1"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-SUPERVISOR = "tardy.warm"
+SUPERVISOR = "tardy.warm_server"
 START_TIMEOUT = 180.0
 POLL = 2.0
 
@@ -185,64 +184,14 @@ class Status:
         }
 
 
-# --- processes --------------------------------------------------------------------------
-
-
-def _argv(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return []
-
-
 def _is_supervisor(pid: int, paths: Paths) -> bool:
-    argv = _argv(pid)
-    return SUPERVISOR in argv and "serve" in argv and str(paths.home) in argv and _alive(pid)
+    argv = argv_of(pid)
+    return SUPERVISOR in argv and "serve" in argv and str(paths.home) in argv and alive(pid)
 
 
 def _is_server(pid: int, paths: Paths) -> bool:
-    argv = _argv(pid)
-    return SERVER_CLASS in argv and str(paths.server_conf) in argv and _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _port_answers(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((BIND, port)) == 0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((BIND, 0))
-        return int(sock.getsockname()[1])
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, sig)
-
-
-def _stop_process(pid: int, timeout: float = 20.0) -> None:
-    """SIGTERM the process group ``pid`` leads, SIGKILL what is left after ``timeout``, and
-    wait until it is gone."""
-    _signal_group(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    _signal_group(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    argv = argv_of(pid)
+    return SERVER_CLASS in argv and str(paths.server_conf) in argv and alive(pid)
 
 
 # --- the record -------------------------------------------------------------------------
@@ -255,7 +204,7 @@ def read(paths: Paths) -> Record | None:
         return None
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` readable by its owner only (created 0600, then renamed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
@@ -273,7 +222,7 @@ def _is_ours(record: Record, paths: Paths) -> bool:
         record.home == str(paths.home)
         and _is_supervisor(record.supervisor_pid, paths)
         and _is_server(record.server_pid, paths)
-        and _port_answers(record.port)
+        and port_answers(BIND, record.port)
     )
 
 
@@ -305,14 +254,14 @@ def clients(paths: Paths) -> list[Client]:
     return found
 
 
-def _touch(path: Path) -> None:
+def touch(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch()
 
 
-def _idle_for(paths: Paths) -> float | None:
+def idle_for(paths: Paths) -> float | None:
     """Seconds since the engine was last used, or None while a live client uses it."""
-    if any(_alive(c.pid) for c in clients(paths)):
+    if any(alive(c.pid) for c in clients(paths)):
         return None
     try:
         return max(0.0, time.time() - paths.last_used.stat().st_mtime)
@@ -324,7 +273,7 @@ def reap_dead_clients(paths: Paths, record: Record) -> list[str]:
     """Interrupt and release the sessions of clients that died without saying goodbye (a
     ``kill -9`` mid-statement leaves its operation running on the server: NOTES 24), and
     forget them. Returns the interrupted operation ids."""
-    dead = [c for c in clients(paths) if not _alive(c.pid)]
+    dead = [c for c in clients(paths) if not alive(c.pid)]
     if not dead:
         return []
     from pyspark.sql.connect.client import SparkConnectClient
@@ -374,7 +323,7 @@ def _unregister() -> None:
         return
     (session.paths.clients / f"{session.pid}.json").unlink(missing_ok=True)
     with contextlib.suppress(OSError):
-        _touch(session.paths.last_used)
+        touch(session.paths.last_used)
 
 
 def _register(paths: Paths) -> str:
@@ -384,11 +333,11 @@ def _register(paths: Paths) -> str:
     if _session is None or _session.pid != os.getpid() or _session.paths != paths:
         _session = _Session(os.getpid(), str(uuid.uuid4()), paths)
         argv = " ".join(Path(a).name if "/" in a else a for a in sys.argv)[:120]
-        _write_private(
+        write_private(
             paths.clients / f"{os.getpid()}.json",
             json.dumps(asdict(Client(os.getpid(), _session.session_id, argv))),
         )
-        _touch(paths.last_used)
+        touch(paths.last_used)
         atexit.register(_unregister)
     return _session.session_id
 
@@ -420,7 +369,7 @@ def _start_lock(paths: Paths, timeout: float = START_TIMEOUT + 30) -> Iterator[N
 
 def processes(paths: Paths) -> tuple[list[int], list[int]]:
     """The live supervisors and servers of this data home, found by their command lines
-    (``tardy.warm serve <home>``; ``--properties-file <home>/engine/server.conf``), whatever
+    (``tardy.warm_server serve <home>``; ``--properties-file <home>/engine/server.conf``), whatever
     a record says: a record can be stale, lost or another home's."""
     pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
     return (
@@ -433,9 +382,9 @@ def _stop_all(paths: Paths, timeout: float) -> None:
     """Stop every supervisor of the home (each stops its server), then any server left."""
     supervisors, _ = processes(paths)
     for pid in supervisors:
-        _stop_process(pid, timeout=timeout)
+        stop_group(pid, timeout=timeout)
     for pid in processes(paths)[1]:
-        _stop_process(pid, timeout=timeout)
+        stop_group(pid, timeout=timeout)
 
 
 def _clear_stale(paths: Paths) -> None:
@@ -456,7 +405,7 @@ def start(paths: Paths, settings: Mapping[str, str]) -> Record:
         record = live_record(paths)
         if record is not None and record.settings_digest == digest:
             return record
-        if record is not None and any(_alive(c.pid) for c in clients(paths)):
+        if record is not None and any(alive(c.pid) for c in clients(paths)):
             raise EngineError(
                 f"the engine of {paths.home} runs other Spark settings and is in use; "
                 "run `tardy engine stop` once its commands are done, or TARDY_ENGINE=off"
@@ -467,8 +416,8 @@ def start(paths: Paths, settings: Mapping[str, str]) -> Record:
 
 def _spawn_supervisor(paths: Paths, settings: Mapping[str, str], digest: str) -> Record:
     if not paths.token.exists():
-        _write_private(paths.token, secrets.token_urlsafe(32) + "\n")
-    _write_private(paths.dir / "settings.json", json.dumps(dict(settings), sort_keys=True))
+        write_private(paths.token, secrets.token_urlsafe(32) + "\n")
+    write_private(paths.dir / "settings.json", json.dumps(dict(settings), sort_keys=True))
     paths.log.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.pop("SPARK_REMOTE", None)
@@ -491,7 +440,7 @@ def _spawn_supervisor(paths: Paths, settings: Mapping[str, str], digest: str) ->
             break
         time.sleep(0.2)
     else:
-        _stop_process(process.pid)
+        stop_group(process.pid)
     raise EngineError(f"the engine of {paths.home} did not start; log {paths.log}:\n{_tail(paths)}")
 
 
@@ -536,7 +485,7 @@ def stop(paths: Paths, timeout: float = 30.0, *, force: bool = True) -> Record |
     Without ``force``, refuses while a live command uses it (its statements would fail)."""
     with _start_lock(paths):
         record = read(paths)
-        users = [c for c in clients(paths) if _alive(c.pid)] if record else []
+        users = [c for c in clients(paths) if alive(c.pid)] if record else []
         if users and not force:
             raise EngineInUse(
                 "the engine is in use by "
@@ -554,111 +503,5 @@ def status(paths: Paths) -> Status:
         return Status(EngineState.STOPPED, None, [], None, paths.log)
     if not _is_ours(record, paths):
         return Status(EngineState.STALE, record, [], None, paths.log)
-    live = [c for c in clients(paths) if _alive(c.pid)]
-    return Status(EngineState.RUNNING, record, live, _idle_for(paths), paths.log)
-
-
-# --- the supervisor ---------------------------------------------------------------------
-
-
-def _server_argv(paths: Paths, port: int) -> list[str]:
-    import pyspark
-
-    settings = json.loads((paths.dir / "settings.json").read_text())
-    properties = {k: v for k, v in settings.items() if k not in CLIENT_ONLY}
-    properties.update(SERVER_SETTINGS)
-    properties.update(
-        {
-            "spark.app.name": "tardy-engine",
-            "spark.connect.grpc.binding.address": BIND,
-            "spark.connect.grpc.binding.port": str(port),
-            "spark.connect.authenticate.token": paths.token.read_text().strip(),
-            "spark.driver.host": BIND,
-            "spark.driver.bindAddress": BIND,
-        }
-    )
-    _write_private(
-        paths.server_conf, "".join(f"{k} {_escape(v)}\n" for k, v in sorted(properties.items()))
-    )
-    spark_home = Path(pyspark.__file__).parent
-    return [
-        str(spark_home / "bin" / "spark-submit"),
-        "--master",
-        settings.get("spark.master", "local[*]"),
-        "--properties-file",
-        str(paths.server_conf),
-        "--class",
-        SERVER_CLASS,
-        "spark-internal",
-    ]
-
-
-def _escape(value: str) -> str:
-    """A Java properties value: backslashes doubled (the file is read by ``Properties``)."""
-    return value.replace("\\", "\\\\")
-
-
-def serve(home: Path, digest: str) -> int:
-    """The supervisor: start the server, record it, stop it when idle or when told to."""
-    import pyspark
-
-    paths = Paths(home)
-    idle = idle_seconds()
-    env = dict(os.environ)
-    env.update(SPARK_HOME=str(Path(pyspark.__file__).parent), SPARK_LOCAL_IP=BIND, TZ="UTC")
-    env.update(SPARK_LOCAL_DIRS=str(home / "tmp"), PYSPARK_PYTHON=sys.executable)
-    for attempt in range(3):  # a free port can be taken between the probe and the bind
-        port = _free_port()
-        server = subprocess.Popen(
-            _server_argv(paths, port),
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + START_TIMEOUT
-        while server.poll() is None and not _port_answers(port):
-            if time.monotonic() > deadline:
-                _stop_process(server.pid)
-                return 1
-            time.sleep(0.3)
-        if server.poll() is None:
-            break
-        print(f"tardy engine: server exited while starting (attempt {attempt + 1})", flush=True)
-    else:
-        return 1
-
-    def shutdown(*_: object) -> None:
-        _stop_process(server.pid)
-        if (record := read(paths)) is not None and record.supervisor_pid == os.getpid():
-            paths.record.unlink(missing_ok=True)
-        sys.exit(0)
-
-    signal.signal(signal.SIGTERM, shutdown)
-    signal.signal(signal.SIGINT, shutdown)
-    record = Record(str(home), os.getpid(), server.pid, port, time.time(), digest, idle)
-    _touch(paths.last_used)
-    _write_private(paths.record, json.dumps(asdict(record)))
-    print(f"tardy engine: serving {home} on {BIND}:{port} (pid {server.pid})", flush=True)
-    while server.poll() is None:
-        time.sleep(min(POLL, max(idle / 4, 0.2)))
-        with contextlib.suppress(Exception):
-            reap_dead_clients(paths, record)
-        idle_for = _idle_for(paths)
-        if idle_for is not None and idle_for >= idle:
-            print(f"tardy engine: idle for {idle_for:.0f} s, stopping", flush=True)
-            shutdown()
-    print(f"tardy engine: server exited with {server.returncode}", flush=True)
-    if (current := read(paths)) is not None and current.supervisor_pid == os.getpid():
-        paths.record.unlink(missing_ok=True)
-    return 1
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) == 3 and argv[0] == "serve":
-        return serve(Path(argv[1]), argv[2])
-    print("usage: python -m tardy.warm serve HOME DIGEST (users: tardy engine ...)")
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    live = [c for c in clients(paths) if alive(c.pid)]
+    return Status(EngineState.RUNNING, record, live, idle_for(paths), paths.log)

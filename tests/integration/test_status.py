@@ -274,8 +274,9 @@ def test_cli_status_json_prints_only_the_status(lake, context, monkeypatch, caps
 
     opened: list = []
     monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, opened))
-    assert cli.main(["status", "--json"]) == 0
+    assert cli.main(["status", "--json", "--fresh"]) == 0
     payload = json.loads(capsys.readouterr().out)
+    assert payload.pop("answer")["source"] == "computed"
     assert payload == json.loads(json.dumps(lake.status.as_dict(), default=str))
     assert opened == [(None, True)]  # SQLMesh's progress goes to stderr
 
@@ -288,7 +289,7 @@ def test_cli_status_table(lake, context, monkeypatch, capsys) -> None:
     opened: list = []
     monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, opened))
     monkeypatch.setattr(tardy.status, "status", lambda context, spark: lake.status)
-    assert cli.main(["status", "--gateway", "local"]) == 0
+    assert cli.main(["status", "--gateway", "local", "--fresh"]) == 0
     out = capsys.readouterr().out
     assert opened == [("local", False)]
     assert lake.status.data_watermark in out and lake.status.last_final_day in out
@@ -333,7 +334,7 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
         expected.add(("*", "pending_age_hours"))
     assert (PROBE, "late_ratio") in expected
 
-    assert cli.main(["status", "--check", "--json"]) == 4
+    assert cli.main(["status", "--check", "--json", "--fresh"]) == 4
     captured = capsys.readouterr()
     alerts = json.loads(captured.out)["alerts"]
     assert {(a["source"], a["metric"]) for a in alerts} == expected
@@ -343,5 +344,58 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
     loose = {name: {"late_ratio": 1.0, "lag_hours_p99": 1e9} for name in tiers}
     monkeypatch.setitem(variables, "lateness_alert_tiers", loose)
     monkeypatch.setitem(variables, "pending_late_data_max_age_hours", 1e9)
-    assert cli.main(["status", "--check"]) == 0
+    assert cli.main(["status", "--check", "--fresh"]) == 0
     assert "Check passed" in capsys.readouterr().out
+
+
+def _answer(argv: list[str], capsys) -> tuple[str, dict]:
+    from tardy import cli
+
+    assert cli.main([*argv, "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    return payload.pop("answer")["source"], payload
+
+
+def test_status_and_detect_answer_from_the_record_until_something_commits(
+    lake, context, spark, data_home, monkeypatch, capsys, tmp_path
+) -> None:
+    """`tardy status` records its answer and detect's under the data home's state key
+    (tardy.recorded); the next status and detect answer from the record without opening the
+    project, identical to a computed answer; a commit (here an ingest) makes the next one
+    compute again, a recording that spans a commit records nothing, and a copy of the home
+    does not answer from its source's record. Runs last: it ingests."""
+    import tardy.project
+    from tardy.recorded import Answer, Recording, inputs_of, lookup
+
+    opened: list = []
+    monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, opened))
+    source, computed = _answer(["status", "--fresh"], capsys)
+    assert (source, len(opened)) == ("computed", 1)
+    source, recorded = _answer(["status"], capsys)
+    assert (source, recorded, len(opened)) == ("recorded", computed, 1)  # nothing opened
+    source, manifest = _answer(["detect"], capsys)
+    assert (source, len(opened)) == ("recorded", 1)
+    assert manifest == _answer(["detect", "--fresh"], capsys)[1] and len(opened) == 2
+
+    copy = tmp_path / "copy"
+    (copy / "recorded").mkdir(parents=True)
+    record = data_home.root / "recorded" / "answers.json"
+    (copy / "recorded" / "answers.json").write_bytes(record.read_bytes())
+    assert lookup(copy, "local", Answer.STATUS) is None
+    assert lookup(data_home.root, "local", Answer.STATUS) is not None
+    assert lookup(data_home.root, "cluster", Answer.STATUS) is None
+
+    recording = Recording(inputs_of(context, spark, data_home.root))
+    _land(
+        data_home.landing,
+        lake.newest + timedelta(hours=1),
+        [_sale("PROBE-AFTER", datetime.combine(lake.edge, time(12)))],
+    )
+    assert ingest(spark, data_home.landing).files_ingested == 1
+    assert recording.commit({Answer.STATUS: computed}) is None  # bronze committed meanwhile
+    source, detected = _answer(["detect"], capsys)
+    assert (source, len(opened)) == ("computed", 3)
+    assert detected["bronze_version"] > manifest["bronze_version"]
+    source, after = _answer(["status"], capsys)
+    assert (source, len(opened)) == ("computed", 4)
+    assert after["overall"]["rows"] == computed["overall"]["rows"] + 1

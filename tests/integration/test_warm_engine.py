@@ -23,6 +23,7 @@ import pytest
 
 from tardy import warm
 from tardy.home import project_root
+from tardy.processes import alive
 
 BIN = Path(sys.executable).parent
 # config.py, as SQLMesh loads it: the engine's URL this process got (the token replaced).
@@ -68,7 +69,7 @@ def _processes_of(home: Path) -> list[int]:
         ours = str(paths.server_conf) in cmdline or (
             warm.SUPERVISOR in cmdline and str(home) in cmdline
         )
-        if ours and warm._alive(int(proc.name)):
+        if ours and alive(int(proc.name)):
             found.append(int(proc.name))
     return found
 

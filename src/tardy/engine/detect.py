@@ -175,6 +175,12 @@ class Manifest:
         del out["keys"]
         return out
 
+    @classmethod
+    def from_dict(cls, raw: dict[str, t.Any]) -> Manifest:
+        """The inverse of ``as_dict``, without the keys (a recorded manifest:
+        ``tardy.recorded``)."""
+        return cls(**raw)
+
     @property
     def is_empty(self) -> bool:
         return not any(self.impacted.values())

@@ -1,0 +1,140 @@
+"""The warm engine's supervisor: ``python -m tardy.warm_server serve HOME DIGEST``.
+
+A client (``tardy.warm.start``) starts it in a new session; it starts the data home's Spark
+Connect server with the home's settings and a properties file only its owner reads, records
+the engine when the port answers, interrupts the sessions of clients that died, and stops
+the server after ``TARDY_ENGINE_IDLE`` seconds with no live client or when told to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from tardy.processes import free_port, port_answers, stop_group
+from tardy.warm import (
+    BIND,
+    CLIENT_ONLY,
+    POLL,
+    SERVER_CLASS,
+    SERVER_SETTINGS,
+    START_TIMEOUT,
+    Paths,
+    Record,
+    idle_for,
+    idle_seconds,
+    read,
+    reap_dead_clients,
+    touch,
+    write_private,
+)
+
+
+def _server_argv(paths: Paths, port: int) -> list[str]:
+    import pyspark
+
+    settings = json.loads((paths.dir / "settings.json").read_text())
+    properties = {k: v for k, v in settings.items() if k not in CLIENT_ONLY}
+    properties.update(SERVER_SETTINGS)
+    properties.update(
+        {
+            "spark.app.name": "tardy-engine",
+            "spark.connect.grpc.binding.address": BIND,
+            "spark.connect.grpc.binding.port": str(port),
+            "spark.connect.authenticate.token": paths.token.read_text().strip(),
+            "spark.driver.host": BIND,
+            "spark.driver.bindAddress": BIND,
+        }
+    )
+    write_private(
+        paths.server_conf, "".join(f"{k} {_escape(v)}\n" for k, v in sorted(properties.items()))
+    )
+    spark_home = Path(pyspark.__file__).parent
+    return [
+        str(spark_home / "bin" / "spark-submit"),
+        "--master",
+        settings.get("spark.master", "local[*]"),
+        "--properties-file",
+        str(paths.server_conf),
+        "--class",
+        SERVER_CLASS,
+        "spark-internal",
+    ]
+
+
+def _escape(value: str) -> str:
+    """A Java properties value: backslashes doubled (the file is read by ``Properties``)."""
+    return value.replace("\\", "\\\\")
+
+
+def serve(home: Path, digest: str) -> int:
+    """The supervisor: start the server, record it, stop it when idle or when told to."""
+    import pyspark
+
+    paths = Paths(home)
+    idle = idle_seconds()
+    env = dict(os.environ)
+    env.update(SPARK_HOME=str(Path(pyspark.__file__).parent), SPARK_LOCAL_IP=BIND, TZ="UTC")
+    env.update(SPARK_LOCAL_DIRS=str(home / "tmp"), PYSPARK_PYTHON=sys.executable)
+    for attempt in range(3):  # a free port can be taken between the probe and the bind
+        port = free_port(BIND)
+        server = subprocess.Popen(
+            _server_argv(paths, port),
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + START_TIMEOUT
+        while server.poll() is None and not port_answers(BIND, port):
+            if time.monotonic() > deadline:
+                stop_group(server.pid)
+                return 1
+            time.sleep(0.3)
+        if server.poll() is None:
+            break
+        print(f"tardy engine: server exited while starting (attempt {attempt + 1})", flush=True)
+    else:
+        return 1
+
+    def shutdown(*_: object) -> None:
+        stop_group(server.pid)
+        if (record := read(paths)) is not None and record.supervisor_pid == os.getpid():
+            paths.record.unlink(missing_ok=True)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    record = Record(str(home), os.getpid(), server.pid, port, time.time(), digest, idle)
+    touch(paths.last_used)
+    write_private(paths.record, json.dumps(asdict(record)))
+    print(f"tardy engine: serving {home} on {BIND}:{port} (pid {server.pid})", flush=True)
+    while server.poll() is None:
+        time.sleep(min(POLL, max(idle / 4, 0.2)))
+        with contextlib.suppress(Exception):
+            reap_dead_clients(paths, record)
+        unused = idle_for(paths)
+        if unused is not None and unused >= idle:
+            print(f"tardy engine: idle for {unused:.0f} s, stopping", flush=True)
+            shutdown()
+    print(f"tardy engine: server exited with {server.returncode}", flush=True)
+    if (current := read(paths)) is not None and current.supervisor_pid == os.getpid():
+        paths.record.unlink(missing_ok=True)
+    return 1
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "serve":
+        return serve(Path(argv[1]), argv[2])
+    print("usage: python -m tardy.warm_server serve HOME DIGEST (users: tardy engine ...)")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
