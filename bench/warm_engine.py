@@ -1,8 +1,9 @@
 """Issue 26: fresh CLI processes on the demo's data home, on the warm engine and in-process.
 
 Builds the demo's data home with ``tardy demo`` (the warm engine starts with it), then, each
-as a fresh process: ``tardy status``, ``tardy detect``, ``tardy log`` and a stock ``sqlmesh
-run`` with nothing to do, ``--repeat`` times on the warm engine and once in-process
+as a fresh process: ``tardy status`` and ``tardy detect`` (computed with ``--fresh``, then
+answered from their record: ``tardy.recorded``), ``tardy log`` and a stock ``sqlmesh run``
+with nothing to do, ``--repeat`` times on the warm engine and once in-process
 (``TARDY_ENGINE=off``: a JVM of its own per command, the engine stopped first). Then 3 late
 sales land for one closed day and, both on the warm engine, a 1-day ``tardy restate`` is
 timed against a stock ``sqlmesh plan --restate-model bronze.pos_events`` of every day, and a
@@ -35,10 +36,13 @@ SQLMESH = str(Path(sys.executable).parent / "sqlmesh")
 TARDY = (sys.executable, "-m", "tardy.cli")
 CONFIG = SimulationConfig()  # what `tardy demo` simulates
 CLOCK = midnight(CONFIG.last_day + timedelta(days=1))
-# command -> (argv, target seconds on the warm engine)
+# command -> (argv, target seconds on the warm engine). Status and detect twice each: computed
+# (`--fresh`, as after any change) and answered from the record (nothing changed since).
 COMMANDS = {
-    "tardy status": ((*TARDY, "status"), 3.0),
-    "tardy detect": ((*TARDY, "detect"), 3.0),
+    "tardy status --fresh (computed)": ((*TARDY, "status", "--fresh"), 3.0),
+    "tardy status (recorded)": ((*TARDY, "status"), 3.0),
+    "tardy detect --fresh (computed)": ((*TARDY, "detect", "--fresh"), 3.0),
+    "tardy detect (recorded)": ((*TARDY, "detect"), 3.0),
     "tardy log": ((*TARDY, "log"), 2.0),
     # The demo built every day through its simulated clock: nothing left to run.
     "sqlmesh run (nothing to do)": ((SQLMESH, "run", "--end", str(CONFIG.last_day)), 2.0),
