@@ -27,7 +27,8 @@ WINDOW_DAYS = 28
     cron="@daily",
     # A feature day reads the WINDOW_DAYS daily days ending on it: tardy's restatement closure
     # (tardy.engine.closure) restates the WINDOW_DAYS feature days after a changed daily day.
-    tags=[f"restate_window={WINDOW_DAYS}"],
+    # Published too: consumers read its versions by number (tardy publish, tardy versions).
+    tags=[f"restate_window={WINDOW_DAYS}", "published"],
     grain=["feature_date", "store_id"],
     depends_on=["gold.daily_store_revenue"],
     columns={

@@ -7,6 +7,8 @@ MODEL (
     lookback 3
   ),
   grain (event_date, region),
+  -- Published: consumers read its versions by number (tardy publish, tardy versions).
+  tags (published),
   -- Not read by the query: the reconciliation audit reads the store revenue of the interval.
   depends_on (gold.daily_store_revenue),
   audits (

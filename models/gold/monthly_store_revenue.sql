@@ -8,6 +8,8 @@ MODEL (
     lookback 33
   ),
   grain (month_start, store_id),
+  -- Published: consumers read its versions by number (tardy publish, tardy versions).
+  tags (published),
   audits (
     unique_combination_of_columns(columns := (month_start, store_id)),
     not_null(columns := (month_start, month_end, store_id, transactions, items, revenue)),

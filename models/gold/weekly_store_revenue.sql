@@ -8,6 +8,8 @@ MODEL (
     lookback 9
   ),
   grain (week_start, store_id),
+  -- Published: consumers read its versions by number (tardy publish, tardy versions).
+  tags (published),
   audits (
     unique_combination_of_columns(columns := (week_start, store_id)),
     not_null(columns := (week_start, week_end, store_id, transactions, items, revenue)),

@@ -419,6 +419,52 @@ def cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_publish(args: argparse.Namespace) -> int:
+    from tardy.project import open_context, spark_of
+    from tardy.versions import publish
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    with err.status("Publishing the new versions of the published models"):
+        result = publish(context, spark_of(context))
+    if args.json:
+        _print_json(result.as_dict())
+    elif result.publications:
+        names = ", ".join(p.name for p in result.publications)
+        console.print(f"Published {len(result.publications)} versions: {names}.")
+    else:
+        console.print("Nothing new to publish: every published model's version is published.")
+    return 0
+
+
+def cmd_versions(args: argparse.Namespace) -> int:
+    from tardy.render import render_versions
+    from tardy.versions import publications
+
+    found = publications(_spark_without_project(args), args.table)
+    if args.json:
+        _print_json([p.as_dict() for p in found])
+    else:
+        render_versions(found, console)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tardy.versions import export
+
+    spark = _spark_without_project(args)
+    with err.status(f"Exporting {args.table}"):
+        exported = export(spark, args.table, args.as_of, Path(args.to))
+    if args.json:
+        _print_json(exported.as_dict())
+    else:
+        console.print(
+            f"Wrote {exported.publication.name} ({exported.rows:,} rows), SHA-256 "
+            f"{exported.sha256}, as published:"
+        )
+        console.print(exported.path, soft_wrap=True)
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from tardy.alerts import check, thresholds
     from tardy.recorded import Answer, Source
@@ -679,6 +725,26 @@ def build_parser() -> argparse.ArgumentParser:
     fingerprint = sub.add_parser("fingerprint", help="content hash of every model's table")
     fingerprint.add_argument("--json", action="store_true")
     fingerprint.set_defaults(func=cmd_fingerprint)
+
+    pub = sub.add_parser("publish", help="publish the published models' new versions")
+    pub.add_argument("--json", action="store_true")
+    pub.set_defaults(func=cmd_publish)
+
+    ver = sub.add_parser("versions", help="the published versions of each published model")
+    ver.add_argument("table", nargs="?", help="one model, e.g. gold.daily_store_revenue")
+    ver.add_argument("--json", action="store_true")
+    ver.set_defaults(func=cmd_versions)
+
+    exp = sub.add_parser("export", help="re-export a published version byte for byte")
+    exp.add_argument("table")
+    exp.add_argument(
+        "--as-of",
+        help="latest (default), v<N>, a Delta version number, or an ISO-8601 UTC time "
+        "(what was published then)",
+    )
+    exp.add_argument("--to", required=True, help="the folder to write the CSV and its .sha256")
+    exp.add_argument("--json", action="store_true")
+    exp.set_defaults(func=cmd_export)
 
     eng = sub.add_parser("engine", help="the data home's warm Spark engine: status, start, stop")
     eng.add_argument("action", choices=("status", "start", "stop"), nargs="?", default="status")

@@ -43,6 +43,7 @@ if t.TYPE_CHECKING:
     from tardy.history import TransactionHistory
     from tardy.report import Summary
     from tardy.status import RestatedDay, SourceStatus, Status
+    from tardy.versions import Publication
     from tardy.warm import Status as EngineStatus
 
 Spans = Sequence[Sequence[str]]  # closed [first, last] day ranges, ISO dates
@@ -510,3 +511,33 @@ def render_engine(status: EngineStatus, console: Console) -> None:
             table.add_row(str(client.pid), client.command[:60])
         console.print(table)
     console.print(f"Log: {status.log}", soft_wrap=True)
+
+
+def _day_span(days: list[str]) -> str:
+    if not days:
+        return "none"
+    span = days[0] if len(days) == 1 else f"{days[0]}..{days[-1]}"
+    return f"{len(days)}: {span}"
+
+
+def render_versions(publications: list[Publication], console: Console) -> None:
+    """``tardy versions``: each published model's versions, newest first, ``latest`` marked."""
+    if not publications:
+        console.print("Nothing published yet: `tardy publish` publishes the current versions.")
+        return
+    by_table: dict[str, list[Publication]] = {}
+    for publication in publications:
+        by_table.setdefault(publication.table_name, []).append(publication)
+    for name, mine in by_table.items():
+        table = Table("version", "delta", "produced by", "changed days", "sha256", box=None)
+        table.title = name
+        for publication in reversed(mine):
+            label = f"v{publication.version}" + (" latest" if publication is mine[-1] else "")
+            table.add_row(
+                label,
+                str(publication.delta_version),
+                publication.produced_by,
+                _day_span(publication.changed_days),
+                publication.sha256[:8],
+            )
+        console.print(table)

@@ -35,6 +35,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from tardy import lock
+from tardy import versions as publishing
 from tardy.engine import audit, delta, dimension, environment, log, sqlmesh_api, trail
 from tardy.engine import promote as promotion
 from tardy.engine.closure import Closure, days_of, ranges
@@ -94,6 +95,10 @@ class Outcome:
     seconds: dict[str, float] = field(default_factory=dict)  # per step: detect, stage, ...
     statements: dict[str, int] = field(default_factory=dict)  # Spark statements per step
     executions: dict[str, int] = field(default_factory=dict)  # and with nested executions
+    # Promoted: the Delta version committed per model, and what that published
+    # (``tardy.versions``: the published models' new versions).
+    table_versions: dict[str, int] = field(default_factory=dict)
+    published: list[dict[str, object]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -112,6 +117,7 @@ class Outcome:
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "statements": self.statements,
             "executions": self.executions,
+            "published": self.published,
         }
 
 
@@ -421,10 +427,12 @@ def _stage_and_promote(
         outcome.environment = environment_name
     if promote:
         with meter.step("promote"):
-            promoted = _promote(context, spark, restatement_id)
+            promoted = _promote(context, spark, restatement_id, publish=False)
         outcome.status = promoted.status
         outcome.promoted = promoted.promoted
         outcome.advanced_watermark = promoted.advanced_watermark
+        with meter.step("publish"):
+            outcome.published = _publish(context, spark, restatement_id, promoted)
     outcome.seconds, outcome.statements = dict(meter.seconds), dict(meter.statements)
     outcome.executions = dict(meter.executions)
     return outcome
@@ -449,8 +457,24 @@ def _staged_tables(entry: dict[str, t.Any]) -> list[StagedTable]:
     return [StagedTable(**table) for table in entry["staged_tables"]]
 
 
-def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outcome:
-    """Promote (or finish promoting) a staged restatement; the caller holds the lock."""
+def _publish(
+    context: Context, spark: SparkSession, restatement_id: str, promoted: Outcome
+) -> list[dict[str, object]]:
+    """Publish the new versions of the published models (``tardy.versions``) after a
+    promotion; nothing after a no-op one."""
+    if promoted.status != Status.PROMOTED:
+        return []
+    published = publishing.publish(
+        context, spark, restatement_id=restatement_id, versions=promoted.table_versions
+    )
+    return [p.as_dict() for p in published.publications]
+
+
+def _promote(
+    context: Context, spark: SparkSession, restatement_id: str, *, publish: bool = True
+) -> Outcome:
+    """Promote (or finish promoting) a staged restatement, then publish (unless the caller
+    meters publishing itself); the caller holds the lock."""
     entry, rows = _staged_entry(spark, restatement_id)
     status = rows[-1]["status"]
     if status == Action.PROMOTED:
@@ -519,14 +543,18 @@ def _promote(context: Context, spark: SparkSession, restatement_id: str) -> Outc
         ),
     )
     drop_stage(context, spark)
-    return Outcome(
+    outcome = Outcome(
         restatement_id,
         Status.PROMOTED,
         evaluated={table.model: table.intervals for table in staged},
         promoted={table.model: table.changed for table in staged if table.changed},
         report_dir=str(report_dir(restatement_id)),
         advanced_watermark=advanced,
+        table_versions=versions,
     )
+    if publish:
+        outcome.published = _publish(context, spark, restatement_id, outcome)
+    return outcome
 
 
 _held: set[str] = set()  # identities of the restatement locks this process holds (``hold``)

@@ -1,0 +1,346 @@
+"""Published versions: what consumers read, named and re-readable byte for byte.
+
+A model tagged ``published`` in its MODEL block (the gold models) is *published* each time
+its prod table gets a new Delta version that consumers may read: every promotion publishes
+the tables it changed, and ``tardy publish`` (the scheduler's step after ``sqlmesh run``, and
+the demo's) publishes every published model whose current Delta version has none yet. A
+publication is one row of ``tardy.published_versions``:
+
+* ``table_name@v<version>``: versions count 1, 2, ... per model; ``latest`` is the highest;
+* ``physical_table`` and ``delta_version``: what Delta time travel reads again;
+* ``produced_by``: the restatement that committed it, or ``run`` (a ``sqlmesh run`` or plan);
+* ``changed_days``: the values of the model's time column (days, or a period's first day)
+  whose rows differ from the previous publication (every day for the first one), and
+  ``revisions``: for each of them how many earlier publications had changed it (``r0``: first
+  published, ``r2``: recomputed twice);
+* ``rows`` and ``sha256``: of the version's *deterministic export* (``export_text``).
+
+The deterministic export is CSV (UTF-8, ``\\n`` line ends, a header, minimal quoting): each
+value as text (decimals exactly, dates and times in ISO-8601, NULL as ``\\N``), the lines sorted
+as text, so the same rows give the same bytes whatever the order Spark returns them in.
+Delta keeps a version readable until VACUUM removes its files or the log's retention drops
+its commit (docs/versioned-truth.md); SQLMesh's janitor drops the physical tables of
+snapshots that left prod.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import typing as t
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+from tardy.engine import delta, sqlmesh_api
+from tardy.engine.promote import tag as commit_tag
+from tardy.errors import InputError, TardyError
+
+if t.TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from sqlmesh import Context
+    from sqlmesh.core.snapshot import Snapshot
+
+PUBLISHED_TAG = "published"
+TABLE = "tardy.published_versions"
+LATEST = "latest"
+NULL = "\\N"
+PROMOTE_TAG = commit_tag("", "promote")  # a promotion's Delta commits: tardy:promote:<id>
+TARDY_TAG = PROMOTE_TAG.split(":")[0] + ":"  # tardy's commits: tardy:<action>:<id>
+RUN = "run"
+
+DDL = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+  table_name STRING NOT NULL,
+  version INT NOT NULL,
+  physical_table STRING NOT NULL,
+  delta_version BIGINT NOT NULL,
+  produced_by STRING NOT NULL,
+  changed_days ARRAY<STRING> NOT NULL,
+  revisions MAP<STRING, INT> NOT NULL,
+  rows BIGINT NOT NULL,
+  sha256 STRING NOT NULL,
+  published_at TIMESTAMP NOT NULL
+) USING delta
+COMMENT 'tardy: one row per publication of a model tagged published'
+"""
+# The days (time-column values) whose rows differ between two versions, both ways.
+CHANGED_DAYS_SQL = """
+SELECT DISTINCT CAST({column} AS STRING) AS day FROM (
+  (SELECT * FROM {new} EXCEPT ALL SELECT * FROM {old})
+  UNION ALL
+  (SELECT * FROM {old} EXCEPT ALL SELECT * FROM {new})
+)
+"""
+
+
+class VersionNotFound(InputError):
+    pass
+
+
+class HashMismatch(TardyError):
+    """A re-export's bytes differ from what was published."""
+
+
+@dataclass(frozen=True)
+class Publication:
+    table_name: str
+    version: int
+    physical_table: str
+    delta_version: int
+    produced_by: str
+    changed_days: list[str]
+    revisions: dict[str, int]
+    rows: int
+    sha256: str
+    published_at: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.table_name}@v{self.version}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "name": self.name}
+
+
+@dataclass
+class Published:
+    """What one ``publish`` call published, and its Spark statements."""
+
+    publications: list[Publication] = field(default_factory=list)
+    statements: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "published": [p.as_dict() for p in self.publications],
+            "statements": self.statements,
+            "seconds": self.seconds,
+        }
+
+
+def ensure_table(spark: SparkSession) -> None:
+    spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
+    spark.sql(DDL)
+
+
+def published_snapshots(context: Context) -> dict[str, Snapshot]:
+    """Prod's snapshots of the models tagged ``published``, by model name."""
+    return {
+        name: snapshot
+        for name, snapshot in sqlmesh_api.prod_snapshots(context).items()
+        if snapshot.is_model and PUBLISHED_TAG in snapshot.model.tags
+    }
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return NULL
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, int | str | Decimal):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def export_text(spark: SparkSession, physical_table: str, delta_version: int) -> tuple[str, int]:
+    """The deterministic CSV of one Delta version of a table, and its row count (one
+    statement)."""
+    arrow = spark.sql(
+        f"SELECT * FROM {physical_table} VERSION AS OF {int(delta_version)}"
+    ).toArrow()
+    columns = arrow.column_names
+    lines = sorted(tuple(_text(v) for v in row.values()) for row in arrow.to_pylist())
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows(lines)
+    return out.getvalue(), len(lines)
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def publications(spark: SparkSession, table_name: str | None = None) -> list[Publication]:
+    """Every publication (of one model), oldest first (one statement)."""
+    ensure_table(spark)
+    where = f"WHERE table_name = '{table_name}'" if table_name else ""
+    rows = spark.sql(f"SELECT * FROM {TABLE} {where} ORDER BY table_name, version").collect()
+    return [
+        Publication(
+            table_name=r.table_name,
+            version=int(r.version),
+            physical_table=r.physical_table,
+            delta_version=int(r.delta_version),
+            produced_by=r.produced_by,
+            changed_days=list(r.changed_days),
+            revisions=dict(r.revisions),
+            rows=int(r.rows),
+            sha256=r.sha256,
+            published_at=r.published_at.replace(tzinfo=UTC).isoformat(timespec="seconds"),
+        )
+        for r in rows
+    ]
+
+
+def _changed_days(
+    spark: SparkSession, column: str, physical: str, version: int, last: Publication | None
+) -> list[str]:
+    new = f"{physical} VERSION AS OF {version}"
+    if last is None:
+        query = f"SELECT DISTINCT CAST({column} AS STRING) AS day FROM {new}"
+    else:
+        old = f"{last.physical_table} VERSION AS OF {last.delta_version}"
+        query = CHANGED_DAYS_SQL.format(column=column, new=new, old=old)
+    return sorted(r.day for r in spark.sql(query).collect() if r.day is not None)
+
+
+def publish(
+    context: Context,
+    spark: SparkSession,
+    *,
+    restatement_id: str | None = None,
+    versions: dict[str, int] | None = None,
+) -> Published:
+    """Publish every model tagged ``published`` whose current prod Delta version has no
+    publication yet (all of them when none has).
+
+    A promotion passes its ``restatement_id`` and the Delta ``versions`` it committed per
+    model; for the others the latest commit says who produced the version (a tardy tag:
+    ``rollback:<id>``; none: a run). Changed days always come from comparing the version's
+    rows with the previous publication's, so a run between two publications is counted.
+    """
+    meter = delta.Meter(spark)
+    rows: list[Publication] = []
+    now = datetime.now(UTC).replace(microsecond=0)
+    with meter.step("publish"):
+        history = publications(spark)
+        latest = {p.table_name: p for p in history}
+        for name, snapshot in sorted(published_snapshots(context).items()):
+            physical = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
+            if versions is not None and name in versions:
+                version, produced_by = versions[name], restatement_id or RUN
+            else:
+                commit = delta.latest_commit(spark, physical)
+                version, produced_by = int(commit.version), _producer(commit.userMetadata)
+            last = latest.get(name)
+            if last is not None and (last.physical_table, last.delta_version) == (
+                physical,
+                version,
+            ):
+                continue
+            days = _changed_days(spark, sqlmesh_api.time_column(snapshot), physical, version, last)
+            earlier = [p for p in history if p.table_name == name]
+            text, count = export_text(spark, physical, version)
+            rows.append(
+                Publication(
+                    table_name=name,
+                    version=(last.version + 1) if last else 1,
+                    physical_table=physical,
+                    delta_version=version,
+                    produced_by=produced_by,
+                    changed_days=days,
+                    revisions={d: sum(d in p.changed_days for p in earlier) for d in days},
+                    rows=count,
+                    sha256=sha256(text),
+                    published_at=now.isoformat(),
+                )
+            )
+        if rows:
+            _append(spark, rows, now)
+    return Published(rows, meter.statements["publish"], round(meter.seconds["publish"], 3))
+
+
+def _producer(user_metadata: str | None) -> str:
+    """Who committed a Delta version: a restatement's id for a promotion's tag, the tag's
+    ``<action>:<id>`` for tardy's other commits (a rollback), ``run`` for the rest."""
+    tag = user_metadata or ""
+    if tag.startswith(PROMOTE_TAG):
+        return tag.removeprefix(PROMOTE_TAG)
+    return tag.removeprefix(TARDY_TAG) if tag.startswith(TARDY_TAG) else RUN
+
+
+def _append(spark: SparkSession, rows: list[Publication], now: datetime) -> None:
+    values = [
+        (
+            p.table_name,
+            p.version,
+            p.physical_table,
+            p.delta_version,
+            p.produced_by,
+            p.changed_days,
+            p.revisions,
+            p.rows,
+            p.sha256,
+            now.replace(tzinfo=None),
+        )
+        for p in rows
+    ]
+    schema = spark.table(TABLE).schema
+    spark.createDataFrame(values, schema).write.format("delta").mode("append").saveAsTable(TABLE)
+
+
+def resolve(history: list[Publication], table_name: str, as_of: str | None) -> Publication:
+    """The publication ``as_of`` names: ``latest`` (default), ``v3`` or ``TABLE@v3``, a Delta
+    version number, or an ISO-8601 UTC time (the latest publication at or before it)."""
+    mine = [p for p in history if p.table_name == table_name]
+    if not mine:
+        raise VersionNotFound(f"{table_name} has no published version (`tardy publish`)")
+    spec = (as_of or LATEST).removeprefix(f"{table_name}@")
+    found: list[Publication]
+    if spec == LATEST:
+        found = mine[-1:]
+    elif spec.startswith("v") and spec[1:].isdigit():
+        found = [p for p in mine if p.version == int(spec[1:])]
+    elif spec.isdigit():
+        found = [p for p in mine if p.delta_version == int(spec)][-1:]
+    else:
+        try:
+            moment = datetime.fromisoformat(spec.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InputError(
+                f"--as-of {as_of!r}: expected latest, v<N>, a Delta version number or an "
+                "ISO-8601 UTC time such as 2024-05-01T12:00:00Z"
+            ) from exc
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        found = [p for p in mine if datetime.fromisoformat(p.published_at) <= moment][-1:]
+    if not found:
+        raise VersionNotFound(f"{table_name} has no published version {spec}")
+    return found[0]
+
+
+@dataclass(frozen=True)
+class Exported:
+    publication: Publication
+    path: str
+    sha256: str
+    rows: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "publication": self.publication.as_dict()}
+
+
+def export(spark: SparkSession, table_name: str, as_of: str | None, folder: Path) -> Exported:
+    """Write a published version's deterministic CSV and its ``.sha256`` into ``folder``;
+    ``HashMismatch`` when the bytes differ from those published."""
+    publication = resolve(publications(spark, table_name), table_name, as_of)
+    text, count = export_text(spark, publication.physical_table, publication.delta_version)
+    digest = sha256(text)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{publication.name}.csv"
+    target.write_text(text, encoding="utf-8", newline="")
+    target.with_name(target.name + ".sha256").write_text(f"{digest}  {target.name}\n")
+    if digest != publication.sha256:
+        raise HashMismatch(
+            f"{publication.name} re-exported to {digest[:16]}..., published as "
+            f"{publication.sha256[:16]}...: its Delta version no longer reads the same"
+        )
+    return Exported(publication, str(target), digest, count)
