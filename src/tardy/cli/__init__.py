@@ -1,0 +1,345 @@
+"""``tardy``: the command line. Each command opens the project once, in one Spark session.
+
+The commands live by concern: ``tardy.cli.restatement`` (restate, promote, discard,
+rollback, log), ``tardy.cli.reading`` (status, detect, history, report, the published
+versions); this module holds the rest, the parser and ``main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+from tardy.busy import home_busy
+from tardy.cli.output import console, err, print_json, report_refusal, spark_without_project
+from tardy.cli.reading import (
+    cmd_detect,
+    cmd_export,
+    cmd_fingerprint,
+    cmd_history,
+    cmd_publish,
+    cmd_report,
+    cmd_status,
+    cmd_summary,
+    cmd_versions,
+)
+from tardy.cli.restatement import (
+    cmd_discard,
+    cmd_log,
+    cmd_promote,
+    cmd_restate,
+    cmd_rollback,
+)
+from tardy.errors import InputError, TardyError
+from tardy.gateway import GATEWAYS, select_gateway
+from tardy.home import activate
+from tardy.simulate import SimulationConfig
+from tardy.warm import ENGINE_VARIABLE
+
+
+def _utc(text: str) -> datetime:
+    value = datetime.fromisoformat(text)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from tardy.simulate import simulate
+
+    overrides = {
+        name: getattr(args, name)
+        for name in SimulationConfig.__dataclass_fields__
+        if getattr(args, name, None) is not None
+    }
+    config = SimulationConfig(**overrides)
+    landing = args.landing or activate().landing
+    result = simulate(config, landing, through=args.through)
+    if args.json:
+        print_json(result.as_dict())
+    else:
+        console.print(
+            f"Wrote {result.files_written} files ({result.files_existing} already present), "
+            f"{result.records:,} records for {result.first_day}..{result.last_day} "
+            f"into {landing}"
+        )
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from tardy.ingest import FilesRefused, ingest
+
+    spark = spark_without_project(args)
+    home = activate()
+    with err.status("Ingesting into bronze.pos_events and bronze.store_changes"):
+        result = ingest(spark, home.landing, [Path(p) for p in args.paths], strict=False)
+    if args.json:
+        print_json(result.as_dict())
+    if result.refused:  # every other file was ingested (and printed): name the refused ones
+        from rich.markup import escape
+
+        error = FilesRefused(result)
+        err.print(f"[red]error:[/] {escape(str(error))}", highlight=False)
+        return error.exit_code
+    if not args.json:
+        console.print(
+            f"Ingested {result.files_ingested} files, {result.rows:,} rows "
+            f"({', '.join(f'{t}: {n:,}' for t, n in result.rows_by_table.items())}; "
+            f"{result.rows_with_parse_error} unparseable lines kept for quarantine); "
+            f"skipped {result.files_skipped} files already ingested."
+        )
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tardy.demo import run_demo
+    from tardy.project import open_context
+    from tardy.render import render_summary
+
+    with err.status("Starting Spark and loading the SQLMesh project"):
+        context = open_context(args.gateway, progress_to_stderr=args.json)
+    result = run_demo(context, activate(), err if args.json else console)
+    if args.json:
+        print_json({**result.summary.as_dict(), "story": result.story()})
+    else:
+        console.rule("Summary")
+        render_summary(result.summary, console)
+    return 0
+
+
+def cmd_engine(args: argparse.Namespace) -> int:
+    from tardy import warm
+    from tardy.project import engine_settings
+    from tardy.render import render_engine
+
+    paths = warm.Paths(activate().root)
+    if args.action == "start":
+        if not warm.enabled():
+            raise InputError(f"{warm.ENGINE_VARIABLE}=off: this shell runs Spark in-process")
+        with err.status("Starting the data home's engine"):
+            warm.start(paths, engine_settings())
+    elif args.action == "stop":
+        warm.stop(paths, force=args.force)
+    status = warm.status(paths)
+    if args.json:
+        print_json(status.as_dict())
+    else:
+        render_engine(status, console)
+    return 0
+
+
+FRESH_HELP = "compute again even when nothing it reads changed since it was recorded"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tardy",
+        description="Late-arriving, duplicated and corrected POS data on Spark + Delta.",
+    )
+    parser.add_argument(
+        "--gateway",
+        choices=GATEWAYS,
+        help="project.yaml's gateway (default: $TARDY_GATEWAY, else 'connect' when "
+        "$TARDY_SPARK_REMOTE is set, else 'local')",
+    )
+    parser.add_argument(
+        "--no-engine",
+        action="store_true",
+        help="run Spark in this process, not on the data home's warm engine (TARDY_ENGINE=off)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser("simulate", help="write deterministic landing batch files")
+    defaults = SimulationConfig()
+    sim.add_argument("--seed", type=int)
+    sim.add_argument("--stores", type=int)
+    sim.add_argument("--days", type=int)
+    sim.add_argument("--start", type=date.fromisoformat, help=f"first day ({defaults.start})")
+    sim.add_argument("--transactions-per-store-day", type=int)
+    for name, value in vars(defaults).items():
+        if name.endswith("_rate"):
+            sim.add_argument(f"--{name.replace('_', '-')}", type=float, help=f"default {value}")
+    sim.add_argument(
+        "--no-partner-resend", dest="partner_resend", action="store_const", const=False
+    )
+    sim.add_argument("--no-store-changes", dest="store_changes", action="store_const", const=False)
+    sim.add_argument(
+        "--through", type=_utc, help="delivery cutoff (ISO time, UTC): later batches wait"
+    )
+    sim.add_argument("--landing", type=Path, help="landing folder (default $TARDY_HOME/landing)")
+    sim.add_argument("--json", action="store_true")
+    sim.set_defaults(func=cmd_simulate)
+
+    ing = sub.add_parser(
+        "ingest", help="append new landing files to bronze.pos_events / bronze.store_changes"
+    )
+    ing.add_argument("paths", nargs="*", help="files or folders (default: the whole landing)")
+    ing.add_argument("--json", action="store_true")
+    ing.set_defaults(func=cmd_ingest)
+
+    demo = sub.add_parser("demo", help="the end-to-end job on the embedded default")
+    demo.add_argument("--json", action="store_true")
+    demo.set_defaults(func=cmd_demo)
+
+    summary = sub.add_parser("summary", help="rows per layer, lateness, quarantine, weeks")
+    summary.add_argument("--json", action="store_true")
+    summary.set_defaults(func=cmd_summary)
+
+    det = sub.add_parser("detect", help="closed intervals late bronze rows change (a manifest)")
+    det.add_argument("--json", action="store_true")
+    det.add_argument("--fresh", action="store_true", help=FRESH_HELP)
+    det.set_defaults(func=cmd_detect)
+
+    res = sub.add_parser(
+        "restate",
+        help="stage, audit, diff and promote exactly the detected intervals (or the named "
+        "models over a range)",
+    )
+    res.add_argument("--reason", help="why (kept in the restatement log)")
+    res.add_argument(
+        "--request",
+        help="a request file (restatements/<name>.yaml: reason, optional models/start/end) "
+        "instead of --reason/--model",
+    )
+    res.add_argument(
+        "--review", help="also write the review (a pull-request comment body) to this file"
+    )
+    res.add_argument(
+        "--model",
+        action="append",
+        help="restate this model (and what reads it) instead of what detect finds; "
+        "repeatable; names, wildcards and tag:... as `sqlmesh plan --restate-model`",
+    )
+    res.add_argument("--start", type=date.fromisoformat, help="first day (with --model)")
+    res.add_argument("--end", type=date.fromisoformat, help="last day (with --model)")
+    res.add_argument(
+        "--env",
+        help="with --no-promote: the environment to query it in (<schema>__<env>.<table>); "
+        "default: named after the restatement",
+    )
+    res.add_argument("--json", action="store_true")
+    res.add_argument("--dry-run", action="store_true", help="print the manifest, change nothing")
+    res.add_argument(
+        "--no-promote", action="store_true", help="stop after the diff; `tardy promote` later"
+    )
+    res.add_argument(
+        "--accept-large-change",
+        action="store_true",
+        help="promote even when the circuit breaker trips",
+    )
+    res.add_argument(
+        "--max-change",
+        type=float,
+        help="circuit breaker threshold, relative (default: config variable "
+        "restatement_max_change)",
+    )
+    res.set_defaults(func=cmd_restate)
+
+    pro = sub.add_parser("promote", help="promote a staged restatement (or finish one)")
+    pro.add_argument("restatement_id", nargs="?")
+    pro.add_argument("--request", help="the latest restatement of this request file")
+    pro.add_argument("--json", action="store_true")
+    pro.set_defaults(func=cmd_promote)
+
+    dis = sub.add_parser("discard", help="drop a staged restatement")
+    dis.add_argument("restatement_id", nargs="?")
+    dis.add_argument("--request", help="the latest restatement of this request file")
+    dis.add_argument("--json", action="store_true")
+    dis.set_defaults(func=cmd_discard)
+
+    rb = sub.add_parser("rollback", help="restore the tables a restatement changed")
+    rb.add_argument("restatement_id")
+    rb.add_argument("--reason", required=True, help="why (kept in the restatement log)")
+    rb.add_argument("--json", action="store_true")
+    rb.set_defaults(func=cmd_rollback)
+
+    log = sub.add_parser("log", help="the restatement log")
+    log.add_argument("restatement_id", nargs="?", help="one restatement's entries")
+    log.add_argument("--json", action="store_true")
+    log.set_defaults(func=cmd_log)
+
+    st = sub.add_parser("status", help="data watermark, final/provisional days, lateness")
+    st.add_argument("--json", action="store_true")
+    # Also accepted after the subcommand; SUPPRESS keeps a `tardy --gateway G status` value.
+    st.add_argument(
+        "--gateway", choices=GATEWAYS, default=argparse.SUPPRESS, help="project.yaml's gateway"
+    )
+    st.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 4 when a source's late ratio or p99 lag passes its tier's threshold, or "
+        "late data for final days waits too long (project.yaml: lateness_alert_*)",
+    )
+    st.add_argument("--fresh", action="store_true", help=FRESH_HELP)
+    st.set_defaults(func=cmd_status)
+
+    hist = sub.add_parser(
+        "history", help="a transaction's bronze records and the restatements that changed it"
+    )
+    hist.add_argument("transaction_id")
+    hist.add_argument("--json", action="store_true")
+    hist.set_defaults(func=cmd_history)
+
+    rep = sub.add_parser(
+        "report", help="write the HTML report (late data and our numbers); print its path"
+    )
+    rep.add_argument("--restatement", dest="restatement_id", help="one restatement's page")
+    rep.add_argument("--json", action="store_true")
+    rep.set_defaults(func=cmd_report)
+
+    fingerprint = sub.add_parser("fingerprint", help="content hash of every model's table")
+    fingerprint.add_argument("--json", action="store_true")
+    fingerprint.set_defaults(func=cmd_fingerprint)
+
+    pub = sub.add_parser("publish", help="publish the published models' new versions")
+    pub.add_argument("--json", action="store_true")
+    pub.set_defaults(func=cmd_publish)
+
+    ver = sub.add_parser("versions", help="the published versions of each published model")
+    ver.add_argument("table", nargs="?", help="one model, e.g. gold.daily_store_revenue")
+    ver.add_argument("--json", action="store_true")
+    ver.set_defaults(func=cmd_versions)
+
+    exp = sub.add_parser("export", help="re-export a published version byte for byte")
+    exp.add_argument("table")
+    exp.add_argument(
+        "--as-of",
+        help="latest (default), v<N>, a Delta version number, or an ISO-8601 UTC time "
+        "(what was published then)",
+    )
+    exp.add_argument("--to", required=True, help="the folder to write the CSV and its .sha256")
+    exp.add_argument("--json", action="store_true")
+    exp.set_defaults(func=cmd_export)
+
+    eng = sub.add_parser("engine", help="the data home's warm Spark engine: status, start, stop")
+    eng.add_argument("action", choices=("status", "start", "stop"), nargs="?", default="status")
+    eng.add_argument("--force", action="store_true", help="stop even while commands use it")
+    eng.add_argument("--json", action="store_true")
+    eng.set_defaults(func=cmd_engine)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    select_gateway(args.gateway)
+    if args.no_engine:
+        os.environ[ENGINE_VARIABLE] = "off"
+    home = None if args.command in ("simulate", "engine") else activate().root
+    try:
+        busy = home and home_busy(home)
+        if busy:
+            return report_refusal(args, busy)
+        return int(args.func(args))
+    except TardyError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        return exc.exit_code
+    except Exception as exc:
+        busy = home and home_busy(home, wait=0.0)
+        if busy:  # lost the race for the state or metastore to a process that started later
+            first = (str(exc).splitlines() or [""])[0][:200]
+            busy.args = (f"{busy} ({type(exc).__name__}: {first})",)
+            return report_refusal(args, busy)
+        if isinstance(exc, ValueError | FileExistsError | RuntimeError):  # e.g. SQLMesh's
+            err.print(f"[red]error:[/] {exc}")
+            return 1
+        raise

@@ -1,0 +1,222 @@
+"""The commands that read: ``status``, ``detect``, ``history``, ``report``, ``summary``,
+``fingerprint``, and the published versions' ``publish``, ``versions``, ``export``."""
+
+from __future__ import annotations
+
+import argparse
+import typing as t
+from pathlib import Path
+
+from tardy.cli.output import console, err, print_json, spark_without_project
+from tardy.errors import AlertsRaised
+from tardy.home import activate
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from tardy.project import open_context, spark_of
+    from tardy.render import render_summary
+    from tardy.report import summarize
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    summary = summarize(spark_of(context), int(context.config.variables["grace_days"]))
+    if args.json:
+        print_json(summary.as_dict())
+    else:
+        render_summary(summary, console)
+    return 0
+
+
+def cmd_fingerprint(args: argparse.Namespace) -> int:
+    from tardy.fingerprint import fingerprints
+    from tardy.project import open_context, spark_of
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    prints = fingerprints(context, spark_of(context))
+    if args.json:
+        print_json({table: fp.as_dict() for table, fp in prints.items()})
+    else:
+        for table, fp in prints.items():
+            console.print(f"{table:32} {fp.rows:>10,} rows  {fp.hash}")
+    return 0
+
+
+def render_manifest(manifest: t.Any) -> None:
+    from tardy.render import render_manifest
+
+    render_manifest(manifest, console)
+
+
+def _recorded(args: argparse.Namespace, answer: t.Any) -> t.Any:
+    """The answer recorded under the data home's current state (``tardy.recorded``), unless
+    ``--fresh``; None when it must be computed."""
+    from tardy.gateway import selected
+    from tardy.recorded import lookup
+
+    return None if args.fresh else lookup(activate().root, selected(), answer)
+
+
+def _answered(recorded: t.Any, source: t.Any) -> dict[str, str]:
+    """Where an answer came from, for ``--json`` and the terminal."""
+    from tardy.recorded import Source
+
+    if source is Source.RECORDED:
+        err.print(
+            f"[dim]Answered from the record of {recorded.recorded_at}: nothing it reads has "
+            "changed since (--fresh recomputes).[/]"
+        )
+    return recorded.provenance(source) if recorded is not None else {"source": str(source)}
+
+
+def _opened_for_recording(args: argparse.Namespace) -> tuple[t.Any, t.Any, t.Any]:
+    """The project's context and session, and a recording of the answers computed with them
+    (``tardy.recorded``: the state key is read now, before anything else)."""
+    from tardy.project import open_context, spark_of
+    from tardy.recorded import Recording, inputs_of
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    spark = spark_of(context)
+    return context, spark, Recording(inputs_of(context, spark, activate().root))
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from tardy.engine.detect import Manifest, detect
+    from tardy.recorded import Answer, Source
+
+    recorded, source = _recorded(args, Answer.DETECT), Source.RECORDED
+    if recorded is not None:
+        manifest = Manifest.from_dict(recorded.answers[Answer.DETECT])
+    else:
+        context, spark, recording = _opened_for_recording(args)
+        with err.status("Comparing new bronze rows with prod"):
+            manifest = detect(context, spark)
+        recorded = recording.commit({Answer.DETECT: manifest.as_dict()})
+        source = Source.COMPUTED
+    answer = _answered(recorded, source)
+    if args.json:
+        print_json({**manifest.as_dict(), "answer": answer})
+    else:
+        render_manifest(manifest)
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from tardy.project import open_context, spark_of
+    from tardy.versions import publish
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    with err.status("Publishing the new versions of the published models"):
+        result = publish(context, spark_of(context))
+    if args.json:
+        print_json(result.as_dict())
+    elif result.publications:
+        names = ", ".join(p.name for p in result.publications)
+        console.print(f"Published {len(result.publications)} versions: {names}.")
+    else:
+        console.print("Nothing new to publish: every published model's version is published.")
+    return 0
+
+
+def cmd_versions(args: argparse.Namespace) -> int:
+    from tardy.render import render_versions
+    from tardy.versions import publications
+
+    found = publications(spark_without_project(args), args.table)
+    if args.json:
+        print_json([p.as_dict() for p in found])
+    else:
+        render_versions(found, console)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tardy.versions import export
+
+    spark = spark_without_project(args)
+    with err.status(f"Exporting {args.table}"):
+        exported = export(spark, args.table, args.as_of, Path(args.to))
+    if args.json:
+        print_json(exported.as_dict())
+    else:
+        console.print(
+            f"Wrote {exported.publication.name} ({exported.rows:,} rows), SHA-256 "
+            f"{exported.sha256}, as published:"
+        )
+        console.print(exported.path, soft_wrap=True)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from tardy.alerts import check, thresholds
+    from tardy.recorded import Answer, Source
+    from tardy.render import render_alerts, render_status
+    from tardy.status import Status
+
+    recorded, source = _recorded(args, Answer.STATUS), Source.RECORDED
+    if recorded is not None:
+        result = Status.from_dict(recorded.answers[Answer.STATUS])
+        variables = recorded.answers[Answer.VARIABLES]
+    else:
+        from tardy import status as measure
+
+        context, spark, recording = _opened_for_recording(args)
+        with err.status("Measuring lateness and comparing new bronze rows with prod"):
+            result = measure.status(context, spark)
+        variables = context.config.variables
+        answers = {Answer.STATUS: result.as_dict(), Answer.VARIABLES: variables}
+        if result.manifest is not None:  # detect's answer too: `tardy detect` follows
+            answers[Answer.DETECT] = result.manifest.as_dict()
+        recorded, source = recording.commit(answers), Source.COMPUTED
+    limits = thresholds(variables) if args.check else None
+    answer = _answered(recorded, source)
+    alerts = check(result, limits) if limits is not None else []
+    if args.json:
+        payload = {**result.as_dict(), "answer": answer}
+        if limits is not None:
+            payload["alerts"] = [alert.as_dict() for alert in alerts]
+        print_json(payload)
+    else:
+        render_status(result, console)
+        if limits is not None:
+            render_alerts(alerts, console)
+    if alerts:
+        raise AlertsRaised(
+            f"{len(alerts)} alert(s): " + "; ".join(alert.message for alert in alerts)
+        )
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from tardy.engine.delta import Meter
+    from tardy.history import history
+    from tardy.project import open_context, spark_of
+    from tardy.render import render_history
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    meter = Meter(spark_of(context))
+    with meter.step("history"):
+        story = history(context, spark_of(context), args.transaction_id)
+    if args.json:
+        print_json({**story.as_dict(), **meter.as_dict()})
+    else:
+        render_history(story, console)
+    return 0 if story.found else 1
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tardy.engine.delta import Meter
+    from tardy.project import open_context, spark_of
+    from tardy.reporting import write_report, write_restatement_report
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    spark = spark_of(context)
+    meter = Meter(spark)
+    with err.status("Reading the lakehouse and drawing the report"), meter.step("report"):
+        if args.restatement_id:
+            path = write_restatement_report(context, spark, args.restatement_id)
+        else:
+            path = write_report(context, spark)
+    if args.json:
+        print_json({"path": str(path), **meter.as_dict()})
+    else:
+        console.print(str(path), markup=False, highlight=False, soft_wrap=True)
+    return 0
