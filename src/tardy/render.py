@@ -43,7 +43,7 @@ if t.TYPE_CHECKING:
     from tardy.history import TransactionHistory
     from tardy.report import Summary
     from tardy.status import RestatedDay, SourceStatus, Status
-    from tardy.versions import Publication
+    from tardy.versions import Publication, Shown
     from tardy.warm import Status as EngineStatus
 
 Spans = Sequence[Sequence[str]]  # closed [first, last] day ranges, ISO dates
@@ -541,3 +541,17 @@ def render_versions(publications: list[Publication], console: Console) -> None:
                 publication.sha256[:8],
             )
         console.print(table)
+
+
+def render_shown(shown: Shown, console: Console) -> None:
+    """``tardy show``: a published version's rows, titled with what it is."""
+    publication = shown.publication
+    table = Table(*shown.columns, box=None)
+    table.title = (
+        f"{publication.name}: Delta version {publication.delta_version}, "
+        f"by {publication.produced_by}" + (f", {shown.day}" if shown.day else "")
+    )
+    for row in shown.rows:
+        table.add_row(*(Text(value) for value in row))
+    console.print(table)
+    console.print(f"{len(shown.rows):,} rows.")

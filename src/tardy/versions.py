@@ -38,6 +38,7 @@ from pathlib import Path
 from tardy.engine import delta, sqlmesh_api
 from tardy.engine.promote import tag as commit_tag
 from tardy.errors import InputError, TardyError
+from tardy.sql import literal
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,6 +59,7 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
   version INT NOT NULL,
   physical_table STRING NOT NULL,
   delta_version BIGINT NOT NULL,
+  time_column STRING NOT NULL,
   produced_by STRING NOT NULL,
   changed_days ARRAY<STRING> NOT NULL,
   revisions MAP<STRING, INT> NOT NULL,
@@ -91,6 +93,7 @@ class Publication:
     version: int
     physical_table: str
     delta_version: int
+    time_column: str  # the model's: what ``changed_days`` and ``tardy show --day`` name
     produced_by: str
     changed_days: list[str]
     revisions: dict[str, int]
@@ -150,19 +153,27 @@ def _text(value: object) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def read_rows(
+    spark: SparkSession, physical_table: str, delta_version: int, where: str = ""
+) -> tuple[list[str], list[tuple[str, ...]]]:
+    """The columns and the rows, as text sorted, of one Delta version of a table (one
+    statement)."""
+    arrow = spark.sql(
+        f"SELECT * FROM {physical_table} VERSION AS OF {int(delta_version)} {where}"
+    ).toArrow()
+    rows = sorted(tuple(_text(v) for v in row.values()) for row in arrow.to_pylist())
+    return arrow.column_names, rows
+
+
 def export_text(spark: SparkSession, physical_table: str, delta_version: int) -> tuple[str, int]:
     """The deterministic CSV of one Delta version of a table, and its row count (one
     statement)."""
-    arrow = spark.sql(
-        f"SELECT * FROM {physical_table} VERSION AS OF {int(delta_version)}"
-    ).toArrow()
-    columns = arrow.column_names
-    lines = sorted(tuple(_text(v) for v in row.values()) for row in arrow.to_pylist())
+    columns, rows = read_rows(spark, physical_table, delta_version)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
-    writer.writerows(lines)
-    return out.getvalue(), len(lines)
+    writer.writerows(rows)
+    return out.getvalue(), len(rows)
 
 
 def sha256(text: str) -> str:
@@ -172,7 +183,7 @@ def sha256(text: str) -> str:
 def publications(spark: SparkSession, table_name: str | None = None) -> list[Publication]:
     """Every publication (of one model), oldest first (one statement)."""
     ensure_table(spark)
-    where = f"WHERE table_name = '{table_name}'" if table_name else ""
+    where = f"WHERE table_name = {literal(table_name)}" if table_name else ""
     rows = spark.sql(f"SELECT * FROM {TABLE} {where} ORDER BY table_name, version").collect()
     return [
         Publication(
@@ -180,6 +191,7 @@ def publications(spark: SparkSession, table_name: str | None = None) -> list[Pub
             version=int(r.version),
             physical_table=r.physical_table,
             delta_version=int(r.delta_version),
+            time_column=r.time_column,
             produced_by=r.produced_by,
             changed_days=list(r.changed_days),
             revisions=dict(r.revisions),
@@ -237,7 +249,8 @@ def publish(
                 version,
             ):
                 continue
-            days = _changed_days(spark, sqlmesh_api.time_column(snapshot), physical, version, last)
+            column = sqlmesh_api.time_column(snapshot)
+            days = _changed_days(spark, column, physical, version, last)
             earlier = [p for p in history if p.table_name == name]
             text, count = export_text(spark, physical, version)
             rows.append(
@@ -246,6 +259,7 @@ def publish(
                     version=(last.version + 1) if last else 1,
                     physical_table=physical,
                     delta_version=version,
+                    time_column=column,
                     produced_by=produced_by,
                     changed_days=days,
                     revisions={d: sum(d in p.changed_days for p in earlier) for d in days},
@@ -275,6 +289,7 @@ def _append(spark: SparkSession, rows: list[Publication], now: datetime) -> None
             p.version,
             p.physical_table,
             p.delta_version,
+            p.time_column,
             p.produced_by,
             p.changed_days,
             p.revisions,
@@ -344,3 +359,30 @@ def export(spark: SparkSession, table_name: str, as_of: str | None, folder: Path
             f"{publication.sha256[:16]}...: its Delta version no longer reads the same"
         )
     return Exported(publication, str(target), digest, count)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What ``tardy show`` re-read: a publication's rows (of one day), as text."""
+
+    publication: Publication
+    day: str | None
+    columns: list[str]
+    rows: list[tuple[str, ...]]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "publication": self.publication.as_dict(),
+            "day": self.day,
+            "columns": self.columns,
+            "rows": [list(row) for row in self.rows],
+        }
+
+
+def show(spark: SparkSession, table_name: str, as_of: str | None, day: date | None) -> Shown:
+    """The rows a published version holds, all or those whose time column is ``day``
+    (a day, or a week's or month's first day)."""
+    publication = resolve(publications(spark, table_name), table_name, as_of)
+    where = f"WHERE {publication.time_column} = DATE'{day.isoformat()}'" if day else ""
+    columns, rows = read_rows(spark, publication.physical_table, publication.delta_version, where)
+    return Shown(publication, day.isoformat() if day else None, columns, rows)

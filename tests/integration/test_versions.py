@@ -126,6 +126,21 @@ def test_each_publication_names_the_days_it_changed_and_how_often(story, tmp_pat
     assert _json("publish")["published"] == []  # nothing new since the last promotion
 
 
+def test_show_re_reads_a_published_day(story, tmp_path: Path) -> None:
+    """`tardy show --as-of v1 --day A` is v1's rows of day A (its export's lines), after the
+    two restatements changed that day."""
+    day_a = str(SMALL_CONFIG.start + timedelta(days=DAY_A))
+    exported = _json("export", DAILY, "--as-of", "v1", "--to", str(tmp_path))
+    expected = sorted(row for row in _lines(Path(exported["path"])) if row[0] == day_a)
+    shown = _json("show", DAILY, "--as-of", "v1", "--day", day_a)
+    assert shown["publication"]["version"] == 1 and shown["day"] == day_a
+    assert [tuple(row) for row in shown["rows"]] == expected and expected
+    now = _json("show", DAILY, "--day", day_a)
+    assert now["publication"]["version"] == 3 and now["rows"] != shown["rows"]
+    code, out, _ = _cli("show", DAILY, "--as-of", "v1", "--day", day_a)
+    assert code == 0 and f"{DAILY}@v1" in out and f"{len(expected)} rows" in out
+
+
 def test_export_refuses_bytes_that_differ_from_what_was_published(story, tmp_path: Path) -> None:
     """Runs last: it damages the record of v1."""
     from delta.tables import DeltaTable

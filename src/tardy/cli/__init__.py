@@ -21,6 +21,7 @@ from tardy.cli.reading import (
     cmd_history,
     cmd_publish,
     cmd_report,
+    cmd_show,
     cmd_status,
     cmd_summary,
     cmd_versions,
@@ -128,6 +129,10 @@ def cmd_engine(args: argparse.Namespace) -> int:
     return 0
 
 
+AS_OF_HELP = (
+    "latest (default), v<N>, a Delta version number, or an ISO-8601 UTC time such as "
+    "2024-05-01T12:00:00Z (what was published then)"
+)
 FRESH_HELP = "compute again even when nothing it reads changed since it was recorded"
 
 
@@ -300,12 +305,20 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--json", action="store_true")
     ver.set_defaults(func=cmd_versions)
 
+    show = sub.add_parser("show", help="re-read the rows of a published version")
+    show.add_argument("table")
+    show.add_argument("--as-of", help=AS_OF_HELP)
+    show.add_argument(
+        "--day", type=date.fromisoformat, help="only this day (a period: its first day)"
+    )
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_show)
+
     exp = sub.add_parser("export", help="re-export a published version byte for byte")
     exp.add_argument("table")
     exp.add_argument(
         "--as-of",
-        help="latest (default), v<N>, a Delta version number, or an ISO-8601 UTC time "
-        "(what was published then)",
+        help=AS_OF_HELP,
     )
     exp.add_argument("--to", required=True, help="the folder to write the CSV and its .sha256")
     exp.add_argument("--json", action="store_true")

@@ -100,12 +100,16 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
+    from tardy.engine.restate import hold
     from tardy.project import open_context, spark_of
     from tardy.versions import publish
 
-    context = open_context(args.gateway, progress_to_stderr=args.json)
-    with err.status("Publishing the new versions of the published models"):
-        result = publish(context, spark_of(context))
+    # Under the restatement lock, like a promotion's own publication: version numbers are
+    # counted per model, so two publishers at once would number one version twice.
+    with hold("publish", args.gateway):
+        context = open_context(args.gateway, progress_to_stderr=args.json)
+        with err.status("Publishing the new versions of the published models"):
+            result = publish(context, spark_of(context))
     if args.json:
         print_json(result.as_dict())
     elif result.publications:
@@ -142,6 +146,18 @@ def cmd_export(args: argparse.Namespace) -> int:
             f"{exported.sha256}, as published:"
         )
         console.print(exported.path, soft_wrap=True)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from tardy.render import render_shown
+    from tardy.versions import show
+
+    shown = show(spark_without_project(args), args.table, args.as_of, args.day)
+    if args.json:
+        print_json(shown.as_dict())
+    else:
+        render_shown(shown, console)
     return 0
 
 
