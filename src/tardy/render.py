@@ -521,7 +521,8 @@ def _day_span(days: list[str]) -> str:
 
 
 def render_versions(publications: list[Publication], console: Console) -> None:
-    """``tardy versions``: each published model's versions, newest first, ``latest`` marked."""
+    """``tardy versions``: each published model's versions, newest first, ``latest`` marked.
+    Delta versions and hashes are in ``--json`` (80 columns hold the rest whole)."""
     if not publications:
         console.print("Nothing published yet: `tardy publish` publishes the current versions.")
         return
@@ -529,17 +530,13 @@ def render_versions(publications: list[Publication], console: Console) -> None:
     for publication in publications:
         by_table.setdefault(publication.table_name, []).append(publication)
     for name, mine in by_table.items():
-        table = Table("version", "delta", "produced by", "changed days", "sha256", box=None)
-        table.title = name
+        table = Table(box=None, title=name)
+        table.add_column("version", no_wrap=True)
+        table.add_column("produced by", no_wrap=True)
+        table.add_column("changed days", no_wrap=True)
         for publication in reversed(mine):
             label = f"v{publication.version}" + (" latest" if publication is mine[-1] else "")
-            table.add_row(
-                label,
-                str(publication.delta_version),
-                publication.produced_by,
-                _day_span(publication.changed_days),
-                publication.sha256[:8],
-            )
+            table.add_row(label, publication.produced_by, _day_span(publication.changed_days))
         console.print(table)
 
 

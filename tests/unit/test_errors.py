@@ -15,6 +15,7 @@ from tardy.errors import TardyError
 from tardy.home import ProjectNotFound
 from tardy.ingest import IngestError
 from tardy.lock import LockedError
+from tardy.versions import HashMismatch, VersionNotFound
 
 
 @pytest.mark.parametrize(
@@ -24,6 +25,8 @@ from tardy.lock import LockedError
         (ProjectNotFound, 1),
         (NoProdError, 1),
         (SelectionError, 1),
+        (VersionNotFound, 1),
+        (HashMismatch, 1),
         (RestatementError, 2),
         (BreakerTripped, 2),
         (ProdChangedError, 2),

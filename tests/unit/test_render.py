@@ -269,6 +269,40 @@ def rendered_at(width: int, renderable: object) -> str:
     return "\n".join(line.rstrip() for line in console.export_text().splitlines())
 
 
+def publications() -> list:
+    from tardy.versions import Publication
+
+    def published(version: int, by: str, days: list[str]) -> Publication:
+        return Publication(
+            table_name="gold.daily_store_revenue",
+            version=version,
+            physical_table="sqlmesh__gold.gold__daily_store_revenue__3697885641",
+            delta_version=40 + version,
+            time_column="event_date",
+            produced_by=by,
+            changed_days=days,
+            revisions={day: version - 1 for day in days},
+            rows=560,
+            sha256=f"{version}" * 64,
+            published_at="2026-01-15T09:30:12+00:00",
+        )
+
+    month = [f"2026-01-{d:02d}" for d in range(1, 29)]
+    return [
+        published(1, "run", month),
+        published(2, RESTATEMENT_ID, ["2026-01-10"]),
+        published(3, "rollback:20260115T093012Z-store_2_fix", ["2026-01-10", "2026-01-12"]),
+    ]
+
+
+def shown():
+    from tardy.versions import Shown
+
+    columns = ["event_date", "store_id", "transactions", "items", "revenue", "corrected"]
+    rows = [("2026-01-10", str(s), "130", "366", "4651.70", "1") for s in range(1, 6)]
+    return Shown(publications()[0], "2026-01-10", columns, rows)
+
+
 TABLES = {
     "manifest": lambda **kw: rendered(render.manifest_table(manifest()), **kw),
     "detect": lambda **kw: rendered(manifest(), printer=render.render_manifest, **kw),
@@ -282,6 +316,8 @@ TABLES = {
     "summary": lambda **kw: rendered(summary(), printer=render.render_summary, **kw),
     "history": lambda **kw: rendered(transaction_history(), printer=render.render_history, **kw),
     "alerts": lambda **kw: rendered(ALERTS, printer=render.render_alerts, **kw),
+    "versions": lambda **kw: rendered(publications(), printer=render.render_versions, **kw),
+    "show": lambda **kw: rendered(shown(), printer=render.render_shown, **kw),
 }
 # The names each table must show whole, each time on one line.
 NAMES = {
@@ -297,6 +333,8 @@ NAMES = {
     "summary": [*MODELS, "bronze.pos_events", "discount_exceeds_gross", "missing_transaction_id"],
     "history": [TRANSACTION, RESTATEMENT_ID, "silver.sales_transactions"],
     "alerts": ["partner_feed_of_stores", "pos"],
+    "versions": ["gold.daily_store_revenue", RESTATEMENT_ID, "20260115T093012Z-store_2_fix"],
+    "show": ["gold.daily_store_revenue@v1", "4651.70"],
 }
 
 
