@@ -520,9 +520,12 @@ def _day_span(days: list[str]) -> str:
     return f"{len(days)}: {span}"
 
 
-def render_versions(publications: list[Publication], console: Console) -> None:
-    """``tardy versions``: each published model's versions, newest first, ``latest`` marked.
-    Delta versions and hashes are in ``--json`` (80 columns hold the rest whole)."""
+def render_versions(
+    publications: list[Publication], console: Console, unreadable: set[str] | None = None
+) -> None:
+    """``tardy versions``: each published model's versions, newest first, ``latest`` marked,
+    and with ``--check`` those time travel can no longer read. Delta versions and hashes are
+    in ``--json`` (80 columns hold the rest whole)."""
     if not publications:
         console.print("Nothing published yet: `tardy publish` publishes the current versions.")
         return
@@ -536,8 +539,15 @@ def render_versions(publications: list[Publication], console: Console) -> None:
         table.add_column("changed days", no_wrap=True)
         for publication in reversed(mine):
             label = f"v{publication.version}" + (" latest" if publication is mine[-1] else "")
+            if unreadable and publication.name in unreadable:
+                label += " gone"
             table.add_row(label, publication.produced_by, _day_span(publication.changed_days))
         console.print(table)
+    if unreadable:
+        console.print(
+            f"gone: {len(unreadable)} versions time travel can no longer read (a VACUUM, "
+            "the log's retention, or the model's table dropped)."
+        )
 
 
 def render_shown(shown: Shown, console: Console) -> None:

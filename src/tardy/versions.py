@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
+from urllib.parse import urlparse
 
 from tardy.engine import delta, sqlmesh_api
 from tardy.engine.promote import tag as commit_tag
@@ -178,6 +179,21 @@ def export_text(spark: SparkSession, physical_table: str, delta_version: int) ->
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def readable(spark: SparkSession, publication: Publication) -> bool:
+    """Time travel can still read the version: its log replays and every data file it
+    holds is on disk (one analysis, no scan). A ``VACUUM`` past the version removes files,
+    log retention removes commits, SQLMesh's janitor drops the table."""
+    try:
+        files = spark.sql(
+            f"SELECT * FROM {publication.physical_table} "
+            f"VERSION AS OF {int(publication.delta_version)}"
+        ).inputFiles()
+    except Exception:  # noqa: BLE001 - Spark's and Delta's errors alike mean unreadable
+        return False
+    local = [urlparse(f) for f in files]
+    return all(Path(u.path).exists() for u in local if u.scheme in ("", "file"))
 
 
 def publications(spark: SparkSession, table_name: str | None = None) -> list[Publication]:

@@ -158,3 +158,26 @@ def test_export_refuses_bytes_that_differ_from_what_was_published(story, tmp_pat
     )
     code, _, err = _cli("export", DAILY, "--as-of", "v1", "--to", str(tmp_path / "damaged"))
     assert code == 1 and "no longer reads the same" in " ".join(err.split())
+
+
+def test_check_marks_a_version_whose_files_are_gone(story) -> None:
+    """`tardy versions --check` marks a version time travel can no longer read: a data file
+    only v1 held is deleted, as a VACUUM past v1 would. Runs last: it damages v1."""
+    from urllib.parse import urlparse
+
+    published = _json("versions", DAILY, "--check")
+    assert [p["readable"] for p in published] == [True, True, True]
+    first, latest = published[0], published[-1]
+
+    def files(p: dict) -> set[str]:
+        query = f"SELECT * FROM {p['physical_table']} VERSION AS OF {p['delta_version']}"
+        return set(story.spark.sql(query).inputFiles())
+
+    only_v1 = sorted(files(first) - files(latest))
+    assert only_v1  # the restatements rewrote day A's files
+    Path(urlparse(only_v1[0]).path).unlink()
+    checked = {p["version"]: p["readable"] for p in _json("versions", DAILY, "--check")}
+    assert checked[1] is False and checked[3] is True
+    assert _json("versions", DAILY)[0]["readable"] is None  # not checked: not claimed
+    code, out, _ = _cli("versions", DAILY, "--check")
+    assert code == 0 and "v1 gone" in out

@@ -295,6 +295,11 @@ def publications() -> list:
     ]
 
 
+def render_versions_checked(found: list, console: Console) -> None:
+    """``tardy versions --check`` with v1 gone."""
+    render.render_versions(found, console, {f"{found[0].table_name}@v1"})
+
+
 def shown():
     from tardy.versions import Shown
 
@@ -317,6 +322,9 @@ TABLES = {
     "history": lambda **kw: rendered(transaction_history(), printer=render.render_history, **kw),
     "alerts": lambda **kw: rendered(ALERTS, printer=render.render_alerts, **kw),
     "versions": lambda **kw: rendered(publications(), printer=render.render_versions, **kw),
+    "versions checked": lambda **kw: rendered(
+        publications(), printer=render_versions_checked, **kw
+    ),
     "show": lambda **kw: rendered(shown(), printer=render.render_shown, **kw),
 }
 # The names each table must show whole, each time on one line.
@@ -334,6 +342,7 @@ NAMES = {
     "history": [TRANSACTION, RESTATEMENT_ID, "silver.sales_transactions"],
     "alerts": ["partner_feed_of_stores", "pos"],
     "versions": ["gold.daily_store_revenue", RESTATEMENT_ID, "20260115T093012Z-store_2_fix"],
+    "versions checked": ["v1 gone", RESTATEMENT_ID, "20260115T093012Z-store_2_fix"],
     "show": ["gold.daily_store_revenue@v1", "4651.70"],
 }
 

@@ -302,6 +302,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     ver = sub.add_parser("versions", help="the published versions of each published model")
     ver.add_argument("table", nargs="?", help="one model, e.g. gold.daily_store_revenue")
+    ver.add_argument(
+        "--check",
+        action="store_true",
+        help="mark the versions time travel can no longer read (VACUUM, log retention)",
+    )
     ver.add_argument("--json", action="store_true")
     ver.set_defaults(func=cmd_versions)
 

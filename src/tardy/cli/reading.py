@@ -122,13 +122,23 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 def cmd_versions(args: argparse.Namespace) -> int:
     from tardy.render import render_versions
-    from tardy.versions import publications
+    from tardy.versions import publications, readable
 
-    found = publications(spark_without_project(args), args.table)
+    spark = spark_without_project(args)
+    found = publications(spark, args.table)
+    gone = None
+    if args.check:
+        with err.status("Checking that time travel still reads each version"):
+            gone = {p.name for p in found if not readable(spark, p)}
     if args.json:
-        print_json([p.as_dict() for p in found])
+        print_json(
+            [
+                {**p.as_dict(), "readable": None if gone is None else p.name not in gone}
+                for p in found
+            ]
+        )
     else:
-        render_versions(found, console)
+        render_versions(found, console, gone)
     return 0
 
 
