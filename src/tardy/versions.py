@@ -10,7 +10,8 @@ publication is one row of ``tardy.published_versions``:
 * ``physical_table`` and ``delta_version``: what Delta time travel reads again;
 * ``produced_by``: the restatement that committed it, or ``run`` (a ``sqlmesh run`` or plan);
 * ``changed_days``: the values of the model's time column (days, or a period's first day)
-  whose rows differ from the previous publication (every day for the first one), and
+  whose rows differ from the previous publication (every day for the first one, and for a
+  new model version, whose rows SQLMesh built in a new table), and
   ``revisions``: for each of them how many earlier publications had changed it (``r0``: first
   published, ``r2``: recomputed twice);
 * ``rows`` and ``sha256``: of the version's *deterministic export* (``export_text``).
@@ -222,8 +223,11 @@ def publications(spark: SparkSession, table_name: str | None = None) -> list[Pub
 def _changed_days(
     spark: SparkSession, column: str, physical: str, version: int, last: Publication | None
 ) -> list[str]:
+    """The days whose rows differ from the previous publication's; every day of the version
+    for the first one, and for a new model version (a new physical table: SQLMesh built it
+    for a code change, whose rows need not even share the old columns)."""
     new = f"{physical} VERSION AS OF {version}"
-    if last is None:
+    if last is None or last.physical_table != physical:
         query = f"SELECT DISTINCT CAST({column} AS STRING) AS day FROM {new}"
     else:
         old = f"{last.physical_table} VERSION AS OF {last.delta_version}"
