@@ -141,10 +141,6 @@ class Home:
         arrival watermark advances, as it does after any daily run."""
         return self.clock + timedelta(days=1)
 
-    def statements(self) -> int:
-        """The latest Spark execution id (``measure`` counts the statements after it)."""
-        return self._delta.last_execution(self.spark)
-
     def full_build(self) -> dict[str, t.Any]:
         return self.measure(
             lambda: self.context.plan(
@@ -153,14 +149,15 @@ class Home:
         )
 
     def measure(self, action: t.Callable[[], t.Any]) -> dict[str, t.Any]:
-        before, t0 = self.statements(), time.perf_counter()
-        result = action()
-        seconds = time.perf_counter() - t0
-        statements, executions = self._delta.executions_since(self.spark, before)
+        """Seconds, statements and executions of ``action`` (``tardy.engine.delta.Meter``:
+        in-process and on the warm engine alike)."""
+        meter = self._delta.Meter(self.spark)
+        with meter.step("action"):
+            result = action()
         return {
-            "seconds": seconds,
-            "statements": statements,
-            "executions": executions,
+            "seconds": meter.seconds["action"],
+            "statements": meter.statements["action"],
+            "executions": meter.executions["action"],
             "result": result,
         }
 
