@@ -12,7 +12,7 @@ setup: $(VENV)/.tardy-setup
 
 $(VENV)/.tardy-setup: pyproject.toml constraints.txt src/tardy/jars.py src/tardy/jvm.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,cluster]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,cluster,ml]'
 	$(BIN)/python -m tardy.jars install
 	$(BIN)/python -m tardy.jvm archive
 	@touch $@

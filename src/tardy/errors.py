@@ -8,6 +8,7 @@
 | 3 | ``Refused`` | another restatement holds the lock or awaits review: retry later |
 | 3 | ``HomeBusy`` | another process has the data home's embedded state or metastore open |
 | 4 | ``AlertsRaised`` | ``tardy status --check`` found a threshold exceeded |
+| 5 | ``ChallengerRefused`` | ``tardy retrain``: the alias rule kept the champion |
 
 Domain modules raise these; only the CLI turns them into messages and exit codes.
 """
@@ -46,3 +47,10 @@ class AlertsRaised(TardyError):
     """``tardy status --check`` found a lateness or pending-age threshold exceeded."""
 
     exit_code = 4
+
+
+class ChallengerRefused(TardyError):
+    """``tardy retrain``: the alias rule kept the champion (the challenger stays registered,
+    tagged with the verdict)."""
+
+    exit_code = 5

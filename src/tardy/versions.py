@@ -141,7 +141,7 @@ def published_snapshots(context: Context) -> dict[str, Snapshot]:
     }
 
 
-def _text(value: object) -> str:
+def as_text(value: object) -> str:
     if value is None:
         return NULL
     if isinstance(value, bool):
@@ -163,7 +163,7 @@ def read_rows(
     arrow = spark.sql(
         f"SELECT * FROM {physical_table} VERSION AS OF {int(delta_version)} {where}"
     ).toArrow()
-    rows = sorted(tuple(_text(v) for v in row.values()) for row in arrow.to_pylist())
+    rows = sorted(tuple(as_text(v) for v in row.values()) for row in arrow.to_pylist())
     return arrow.column_names, rows
 
 

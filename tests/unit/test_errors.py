@@ -11,7 +11,7 @@ from tardy.engine.named import SelectionError
 from tardy.engine.promote import ProdChangedError
 from tardy.engine.restate import BreakerTripped, PendingRestatement, RestatementError
 from tardy.engine.sqlmesh_api import NoProdError
-from tardy.errors import TardyError
+from tardy.errors import ChallengerRefused, TardyError
 from tardy.home import ProjectNotFound
 from tardy.ingest import IngestError
 from tardy.lock import LockedError
@@ -32,6 +32,7 @@ from tardy.versions import HashMismatch, VersionNotFound
         (ProdChangedError, 2),
         (LockedError, 3),
         (PendingRestatement, 3),
+        (ChallengerRefused, 5),
     ],
 )
 def test_each_error_has_its_documented_exit_code(error: type[TardyError], code: int) -> None:

@@ -14,7 +14,7 @@ from tardy.versions import (
     Publication,
     VersionNotFound,
     _producer,
-    _text,
+    as_text,
     resolve,
 )
 
@@ -91,7 +91,7 @@ def test_a_table_never_published_and_a_bad_as_of_are_refused() -> None:
     ],
 )
 def test_each_value_has_one_text(value: object, text: str) -> None:
-    assert _text(value) == text
+    assert as_text(value) == text
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
 The commands live by concern: ``tardy.cli.restatement`` (restate, promote, discard,
 rollback, log), ``tardy.cli.reading`` (status, detect, history, report, the published
-versions); this module holds the rest, the parser and ``main``.
+versions), ``tardy.cli.models`` (train, impact, retrain, models); this module holds the
+rest, the parser and ``main``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 from tardy.busy import home_busy
+from tardy.cli.models import add_parsers as add_model_parsers
 from tardy.cli.output import console, err, print_json, report_refusal, spark_without_project
 from tardy.cli.reading import (
     cmd_detect,
@@ -328,6 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--to", required=True, help="the folder to write the CSV and its .sha256")
     exp.add_argument("--json", action="store_true")
     exp.set_defaults(func=cmd_export)
+
+    add_model_parsers(sub)
 
     eng = sub.add_parser("engine", help="the data home's warm Spark engine: status, start, stop")
     eng.add_argument("action", choices=("status", "start", "stop"), nargs="?", default="status")
