@@ -57,7 +57,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from tardy.errors import InputError
 from tardy.key_index import append_key_index, ensure_key_index
-from tardy.simulate import ARRIVAL_DIR_PREFIX, STORE_MASTER_SOURCE, parse_arrival_dir
+from tardy.landing import ARRIVAL_DIR_PREFIX, STORE_MASTER_SOURCE, parse_arrival_dir
 from tardy.sql import date_list
 
 BRONZE_TABLE = "bronze.pos_events"
