@@ -128,8 +128,9 @@ def build_base() -> None:
     from tardy.engine.restate import restate
     from tardy.home import activate
     from tardy.ingest import ingest
+    from tardy.landing import arrival_dir_name
     from tardy.project import open_context, spark_of
-    from tardy.simulate import arrival_dir_name, simulate
+    from tardy.simulate import simulate
 
     home = activate()
     context = open_context()

@@ -51,8 +51,8 @@ def main() -> int:
     from tardy.engine import restate as restatement
     from tardy.engine import sqlmesh_api
     from tardy.ingest import ingest
+    from tardy.landing import arrival_dir_name
     from tardy.project import open_context, spark_of
-    from tardy.simulate import arrival_dir_name
 
     context = open_context()
     spark = spark_of(context)

@@ -104,8 +104,9 @@ class Home:
         from tardy.engine import delta
         from tardy.engine.restate import restate
         from tardy.ingest import ingest
+        from tardy.landing import arrival_dir_name
         from tardy.project import open_context, spark_of
-        from tardy.simulate import SimulationConfig, arrival_dir_name, simulate
+        from tardy.simulate import SimulationConfig, simulate
 
         self._delta, self._restate, self._ingest = delta, restate, ingest
         self._simulate, self._arrival_dir_name = simulate, arrival_dir_name
@@ -375,7 +376,8 @@ def cli_outcome(wall: float, out: str) -> dict[str, t.Any]:
 
 def part_demo(root: Path) -> dict[str, t.Any]:
     from tardy import jvm
-    from tardy.simulate import SimulationConfig, arrival_dir_name
+    from tardy.landing import arrival_dir_name
+    from tardy.simulate import SimulationConfig
 
     config = SimulationConfig()  # what `tardy demo` simulates
     clock = midnight(config.last_day + timedelta(days=1))  # the demo's final run

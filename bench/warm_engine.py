@@ -29,7 +29,8 @@ from pathlib import Path
 
 from restate_bench import late_sales, midnight
 
-from tardy.simulate import SimulationConfig, arrival_dir_name
+from tardy.landing import arrival_dir_name
+from tardy.simulate import SimulationConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SQLMESH = str(Path(sys.executable).parent / "sqlmesh")

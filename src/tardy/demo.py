@@ -23,7 +23,8 @@ from tardy.engine.detect import detect
 from tardy.engine.named import Selection
 from tardy.engine.restate import Outcome, Status, promote_staged, restate
 from tardy.home import DataHome
-from tardy.ingest import IngestResult, ingest
+from tardy.ingest import ingest
+from tardy.ingest.result import IngestResult
 from tardy.project import spark_of
 from tardy.render import diff_table, render_manifest, render_status
 from tardy.report import Summary, summarize

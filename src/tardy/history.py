@@ -21,7 +21,7 @@ from datetime import date
 from sqlglot import exp
 
 from tardy.engine import sqlmesh_api, trail
-from tardy.ingest import BRONZE_TABLE
+from tardy.ingest.tables import BRONZE_TABLE
 from tardy.key_index import KEY_INDEX_TABLE, key_date_expression, records_of_literal_keys
 from tardy.sql import date_list, literal
 

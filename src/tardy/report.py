@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 from pyspark.sql import SparkSession
 
-from tardy.ingest import BRONZE_TABLE
+from tardy.ingest.tables import BRONZE_TABLE
 
 LAYERS = (
     BRONZE_TABLE,

@@ -53,7 +53,7 @@ from datetime import date, datetime, timedelta
 
 from tardy.engine.log import PERIODS_VIEW, ensure_log
 from tardy.engine.trail import ensure_trail, standing_rows
-from tardy.ingest import BRONZE_TABLE
+from tardy.ingest.tables import BRONZE_TABLE
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession

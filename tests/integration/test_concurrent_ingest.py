@@ -24,13 +24,8 @@ START = datetime.combine(CONFIG.start, datetime.min.time(), UTC)
 def race() -> list:
     """Child: three rounds of two simultaneous ingests; what each round found."""
     from tardy.home import activate
-    from tardy.ingest import (
-        BRONZE_TABLE,
-        LEDGER_TABLE,
-        STORE_CHANGES_TABLE,
-        ensure_tables,
-        ingest,
-    )
+    from tardy.ingest import ingest
+    from tardy.ingest.tables import BRONZE_TABLE, LEDGER_TABLE, STORE_CHANGES_TABLE, ensure_tables
     from tardy.project import open_context, spark_of
     from tardy.simulate import simulate
 

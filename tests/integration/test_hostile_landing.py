@@ -40,7 +40,9 @@ def child() -> dict:
 
     from tardy.cli import main
     from tardy.home import activate
-    from tardy.ingest import BRONZE_TABLE, LEDGER_TABLE, FilesRefused, ingest
+    from tardy.ingest import ingest
+    from tardy.ingest.result import FilesRefused
+    from tardy.ingest.tables import BRONZE_TABLE, LEDGER_TABLE
     from tardy.project import open_context, spark_of
 
     home = activate()

@@ -22,7 +22,7 @@ from timeline import CONFIG, GRACE_DAYS, PLAN_AFTER_DAYS, TIMELINE, Timeline, la
 from tardy import exact_writes
 from tardy.fingerprint import fingerprints
 from tardy.ingest import ingest
-from tardy.simulate import arrival_dir_name
+from tardy.landing import arrival_dir_name
 
 
 @pytest.fixture(scope="module")

@@ -124,7 +124,7 @@ class Child:
 def land_late_rows(child: Child) -> None:
     """Four sales for two closed days, arriving an hour after the clock."""
     from tardy.ingest import ingest
-    from tardy.simulate import arrival_dir_name
+    from tardy.landing import arrival_dir_name
 
     folder = child.home.landing / "pos" / arrival_dir_name(CLOCK + timedelta(hours=1))
     folder.mkdir(parents=True)

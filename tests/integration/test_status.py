@@ -20,7 +20,8 @@ import pytest
 from timeline import CONFIG, TIMELINE, midnight
 
 from tardy.ingest import ingest
-from tardy.simulate import arrival_dir_name, simulate
+from tardy.landing import arrival_dir_name
+from tardy.simulate import simulate
 
 TIMELINE_CLOCK = midnight(CONFIG.start + timedelta(days=CONFIG.days))  # the template's last run
 

@@ -83,7 +83,8 @@ INGEST_JSON_KEYS = {
 def child() -> dict:
     from tardy.cli import main
     from tardy.home import activate
-    from tardy.ingest import BRONZE_TABLE, LEDGER_TABLE, STORE_CHANGES_TABLE, ingest
+    from tardy.ingest import ingest
+    from tardy.ingest.tables import BRONZE_TABLE, LEDGER_TABLE, STORE_CHANGES_TABLE
     from tardy.project import open_context, spark_of
 
     home = activate()

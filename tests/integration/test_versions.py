@@ -37,7 +37,7 @@ def _json(*argv: str) -> t.Any:
 
 def _land_late(home, hours: int, prefix: str, days: tuple[int, ...]) -> None:
     """One late sale on each of ``days``, arriving ``hours`` after the template's clock."""
-    from tardy.simulate import arrival_dir_name
+    from tardy.landing import arrival_dir_name
 
     folder = home.landing / "pos" / arrival_dir_name(SMALL_CLOCK + timedelta(hours=hours))
     folder.mkdir(parents=True)

@@ -13,22 +13,25 @@ from pathlib import Path
 
 import pytest
 
-from tardy import cluster
+from tardy.cluster import exports, leftovers, status_rows
+from tardy.cluster.connect import connect_conf
+from tardy.cluster.processes import live_pid
+from tardy.cluster.settings import MASTER_CLASS, ClusterError, Settings, components
 
 
 @pytest.fixture
-def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> cluster.Settings:
+def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("TARDY_HOME", str(tmp_path))
     for name in ("TARDY_PG_PORT", "TARDY_SPARK_CONNECT_PORT", "TARDY_SPARK_MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
-    return cluster.Settings.from_env()
+    return Settings.from_env()
 
 
 def test_everything_lives_under_the_data_home_with_default_ports(
-    settings: cluster.Settings, tmp_path: Path
+    settings: Settings, tmp_path: Path
 ) -> None:
     assert settings.root == tmp_path.resolve() / "cluster"
-    parts = cluster.components(settings)
+    parts = components(settings)
     assert [c.name for c in parts] == ["postgres", "master", "worker-1", "worker-2", "connect"]
     assert [c.port for c in parts] == [5433, 7077, 7078, 7079, 15002]
     for component in parts:
@@ -37,43 +40,41 @@ def test_everything_lives_under_the_data_home_with_default_ports(
 
 
 def test_ports_come_from_the_environment(
-    settings: cluster.Settings, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TARDY_SPARK_CONNECT_PORT", "25002")
     monkeypatch.setenv("TARDY_PG_PORT", "25432")
-    changed = cluster.Settings.from_env()
+    changed = Settings.from_env()
     assert changed.remote_url == "sc://localhost:25002"
-    assert cluster.exports(changed)["TARDY_PG_PORT"] == "25432"
+    assert exports(changed)["TARDY_PG_PORT"] == "25432"
     monkeypatch.setenv("TARDY_PG_PORT", "five")
-    with pytest.raises(cluster.ClusterError, match="TARDY_PG_PORT"):
-        cluster.Settings.from_env()
+    with pytest.raises(ClusterError, match="TARDY_PG_PORT"):
+        Settings.from_env()
 
 
-def test_a_stale_pid_file_counts_as_stopped(settings: cluster.Settings) -> None:
-    master = cluster.components(settings)[1]
+def test_a_stale_pid_file_counts_as_stopped(settings: Settings) -> None:
+    master = components(settings)[1]
     master.pid_file.parent.mkdir(parents=True)
-    assert cluster.live_pid(master) is None  # no pid file
+    assert live_pid(master) is None  # no pid file
     master.pid_file.write_text("garbage\n")
-    assert cluster.live_pid(master) is None
+    assert live_pid(master) is None
     # A live process that is not a Spark master (a recycled pid): stale too.
     master.pid_file.write_text(f"{os.getpid()}\n")
-    assert cluster.live_pid(master) is None
-    sleeper = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(30)", cluster.MASTER_CLASS]
-    )
+    assert live_pid(master) is None
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", MASTER_CLASS])
     try:
         master.pid_file.write_text(f"{sleeper.pid}\n")
-        assert cluster.live_pid(master) == sleeper.pid
+        assert live_pid(master) == sleeper.pid
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert cluster.live_pid(master) is None
+    assert live_pid(master) is None
 
 
 def test_the_connect_server_gets_delta_the_session_settings_and_a_postgres_metastore(
-    settings: cluster.Settings,
+    settings: Settings,
 ) -> None:
-    conf = cluster.connect_conf(settings, "secret", Path("/jars/postgresql.jar"))
+    conf = connect_conf(settings, "secret", Path("/jars/postgresql.jar"))
     assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert conf["spark.sql.sources.partitionOverwriteMode"] == "dynamic"
     assert conf["spark.sql.shuffle.partitions"] == "4"
@@ -82,7 +83,7 @@ def test_the_connect_server_gets_delta_the_session_settings_and_a_postgres_metas
     assert conf["spark.connect.grpc.binding.address"] == "127.0.0.1"
 
 
-def test_status_of_a_cluster_never_started(settings: cluster.Settings) -> None:
-    rows = list(cluster.status_rows(settings))
+def test_status_of_a_cluster_never_started(settings: Settings) -> None:
+    rows = list(status_rows(settings))
     assert {row[1] for row in rows} == {"stopped"}
-    assert cluster.leftovers(settings) == []
+    assert leftovers(settings) == []

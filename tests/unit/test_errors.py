@@ -13,7 +13,7 @@ from tardy.engine.restate import BreakerTripped, PendingRestatement, Restatement
 from tardy.engine.sqlmesh_api import NoProdError
 from tardy.errors import ChallengerRefused, TardyError
 from tardy.home import ProjectNotFound
-from tardy.ingest import IngestError
+from tardy.ingest.errors import IngestError
 from tardy.lock import LockedError
 from tardy.versions import HashMismatch, VersionNotFound
 

@@ -12,16 +12,10 @@ from pathlib import Path
 import pytest
 from hostile import INVALID_JSON, Outcome, write_after_ingest, write_hostile_landing
 
-from tardy.ingest import (
-    FileRefused,
-    FilesRefused,
-    IngestResult,
-    describe,
-    discover,
-    parse_landing_line,
-    parse_line,
-    split_lines,
-)
+from tardy.ingest.discovery import describe, discover
+from tardy.ingest.errors import FileRefused
+from tardy.ingest.parsing import parse_landing_line, parse_line, split_lines
+from tardy.ingest.result import FilesRefused, IngestResult
 
 SEED = 3
 
@@ -146,18 +140,20 @@ def test_the_refusal_error_names_every_refused_file() -> None:
 def test_a_file_changed_between_discovery_and_commit_is_refused_whole(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from tardy.ingest import _rows
+    from tardy.ingest.parsing import bronze_rows
 
     root = tmp_path / "landing"
     path = root / "pos" / "arrival_ts=20260102T060000Z" / "a.jsonl"
     path.parent.mkdir(parents=True)
     path.write_bytes(b'{"transaction_id":"T1"}\n')
     found = describe(path, root)
-    assert [r[10] for r in _rows(found, "i", datetime.now(UTC))] == ['{"transaction_id":"T1"}']
+    assert [r[10] for r in bronze_rows(found, "i", datetime.now(UTC))] == [
+        '{"transaction_id":"T1"}'
+    ]
     path.write_bytes(b'{"transaction_id":"T1"}\n{"transaction_id":"T2"}\n')
     with pytest.raises(FileRefused, match="changed while being ingested"):
-        _rows(found, "i", datetime.now(UTC))
+        bronze_rows(found, "i", datetime.now(UTC))
     path.unlink()
     path.symlink_to(tmp_path)  # swapped for a link after discovery: never followed
     with pytest.raises(FileRefused, match="cannot be opened"):
-        _rows(found, "i", datetime.now(UTC))
+        bronze_rows(found, "i", datetime.now(UTC))

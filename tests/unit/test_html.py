@@ -21,8 +21,11 @@ import pytest
 from browser import ChromiumMissing, PageCheck, check_page
 from plotly.offline import get_plotlyjs
 
-from tardy import html
-from tardy.reporting import (
+from tardy.html import report_page, restatement_page
+from tardy.html.intervals import interval_text, intervals_figure
+from tardy.html.lateness import lateness_figure, points
+from tardy.html.page import MAX_TABLE_ROWS
+from tardy.report_records import (
     DailyRevision,
     IntervalChange,
     LatenessDay,
@@ -309,9 +312,9 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, Page
     tmp = tmp_path_factory.mktemp("html")
     out = {}
     for name, text in (
-        ("full", html.report_page(full_report())),
-        ("empty", html.report_page(empty_report())),
-        ("restatement", html.restatement_page(restatement_report())),
+        ("full", report_page(full_report())),
+        ("empty", report_page(empty_report())),
+        ("restatement", restatement_page(restatement_report())),
     ):
         out[name] = (text, check_page(write(tmp, name, text), tmp / f"{name}.png"))
     return out
@@ -349,9 +352,9 @@ def test_full_report_draws_every_chart_with_its_data(pages: dict[str, tuple[str,
 
 def test_full_report_caps_the_periods_table(pages: dict[str, tuple[str, PageCheck]]):
     text, check = pages["full"]
-    assert f"… and {PERIOD_ROWS - html.MAX_TABLE_ROWS} more" in check.text
+    assert f"… and {PERIOD_ROWS - MAX_TABLE_ROWS} more" in check.text
     section = text.split('id="periods"', 1)[1].split("</section>", 1)[0]
-    assert section.count("<tr>") == html.MAX_TABLE_ROWS + 1  # the header row too
+    assert section.count("<tr>") == MAX_TABLE_ROWS + 1  # the header row too
 
 
 def test_text_from_the_data_is_escaped(pages: dict[str, tuple[str, PageCheck]]):
@@ -429,7 +432,7 @@ def labels_of(summary: RestatementSummary) -> list[str]:
 def test_restatements_chart_defaults_to_the_latest_restatement_with_changes():
     summaries = latest_first(full_report().restatements)
     assert [s.restatement_id for s in summaries] == [NOOP_ID, ROLLED_ID, LATE_ID]
-    figure = html.intervals_figure(summaries)
+    figure = intervals_figure(summaries)
     menu = figure.layout.updatemenus[0]
     assert [b.label for b in menu.buttons] == [
         f"{NOOP_ID} (promoted, changed nothing)",
@@ -448,10 +451,10 @@ def test_restatements_chart_defaults_to_the_latest_restatement_with_changes():
         RestatementSummary(f"r{i}", "recheck", "promoted", f"2025-12-0{i}T00:00", "ci", [week])
         for i, week in ((1, unchanged_week()), (3, unchanged_week()), (2, unchanged_week()))
     ]
-    assert html.intervals_figure(unchanged).layout.updatemenus[0].active == 1
+    assert intervals_figure(unchanged).layout.updatemenus[0].active == 1
     # Only a restatement without a diff logged after it: it does not become the default.
     blank = RestatementSummary("r9", "no diff here", "promoted", "2025-12-31T00:00", "ci", [])
-    figure = html.intervals_figure([blank, *summaries])
+    figure = intervals_figure([blank, *summaries])
     menu = figure.layout.updatemenus[0]
     assert menu.buttons[0].label == "r9 (promoted, no diff)"
     assert menu.active == 2
@@ -462,17 +465,17 @@ def test_one_model_restatement_draws_one_panel_and_no_empty_one():
     """NOOP_ID restated one week of one model: one bar, in the only panel, beside the others'
     models in the menu without an empty panel for each of them."""
     summaries = latest_first(full_report().restatements)
-    for figure in (html.intervals_figure(summaries), html.intervals_figure(summaries[:1])):
+    for figure in (intervals_figure(summaries), intervals_figure(summaries[:1])):
         layout = figure.layout.to_plotly_json()
         assert not [k for k in layout if k.startswith(("xaxis", "yaxis")) and k[5:]]
         assert "not restated" not in figure.to_json()
-    figure = html.intervals_figure(summaries)
+    figure = intervals_figure(summaries)
     noop = figure.layout.updatemenus[0].buttons[0].args
     assert shown_bars(figure, noop[0]["visible"]) == labels_of(summaries[0])
     assert noop[1]["yaxis.categoryarray"] == labels_of(summaries[0])
     late = figure.layout.updatemenus[0].buttons[2].args
     assert noop[1]["height"] < late[1]["height"]  # the height fits the bars
-    alone = html.intervals_figure(summaries[:1])
+    alone = intervals_figure(summaries[:1])
     assert alone.layout.updatemenus == ()  # one restatement: no menu
     assert shown_bars(alone) == labels_of(summaries[0])
     assert [a.text for a in alone.layout.annotations if a.yref == "y"] == [
@@ -483,7 +486,7 @@ def test_one_model_restatement_draws_one_panel_and_no_empty_one():
 
 def test_restatement_bars_show_the_relative_change_per_model():
     late = full_report().restatements[0]
-    figure = html.intervals_figure([late])
+    figure = intervals_figure([late])
     models = sorted({c.model for c in late.intervals})
     assert [trace.name for trace in figure.data] == [
         "gold.daily_store_revenue (revenue)",
@@ -516,12 +519,12 @@ def test_restatement_bars_show_the_relative_change_per_model():
     assert notes[from_zero] == "0.00 → 250.00 (before was 0: no relative change)"
     # Too small a change for two decimals still shows its sign.
     tiny = IntervalChange("m", day(1), day(1), "revenue", "46964.30", "46964.29", 9, 9, 0, 0, 1)
-    assert html.interval_text(tiny) == "46,964.30 → 46,964.29 (-<0.01%)"
+    assert interval_text(tiny) == "46,964.30 → 46,964.29 (-<0.01%)"
 
 
 def test_rolled_back_restatement_is_hatched():
     summaries = latest_first(full_report().restatements)
-    figure = html.intervals_figure(summaries)
+    figure = intervals_figure(summaries)
     owners = [b.args[0]["visible"] for b in figure.layout.updatemenus[0].buttons]
     for i, trace in enumerate(figure.data):
         owner = next(j for j, flags in enumerate(owners) if flags[i])
@@ -532,7 +535,7 @@ def test_rolled_back_restatement_is_hatched():
 def test_one_day_source_is_drawn_as_points():
     """A source that delivered once has one point per trace: a dot, where a line alone would
     draw nothing (the daily sources keep their plain lines)."""
-    figure = html.lateness_figure(full_report().lateness, 3)
+    figure = lateness_figure(full_report().lateness, 3)
     weekly = [trace for trace in figure.data if len(trace.x) == 1]
     assert len(weekly) == 4  # p50, p95, p99 and the late ratio
     for trace in weekly:
@@ -546,12 +549,12 @@ def test_one_day_source_is_drawn_as_points():
 
 
 def test_points_marks_days_without_a_neighbour():
-    few = html.points([1.0, None, 3.0, 4.0])
+    few = points([1.0, None, 3.0, 4.0])
     assert few == {"mode": "lines+markers", "marker_size": [8, 5, 5, 5]}  # a dot per day
     many = [float(i) for i in range(100)]
-    assert html.points(many) == {"mode": "lines"}
+    assert points(many) == {"mode": "lines"}
     many[49] = many[51] = None
-    gap = html.points(many)
+    gap = points(many)
     assert gap["mode"] == "lines+markers"
     assert [i for i, size in enumerate(gap["marker_size"]) if size] == [50]
 

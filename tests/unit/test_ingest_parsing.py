@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tardy.ingest import IngestError, describe, discover, parse_event_ts, parse_line
+from tardy.ingest.discovery import describe, discover
+from tardy.ingest.errors import IngestError
+from tardy.ingest.parsing import parse_event_ts, parse_line
 
 
 def test_fields_keep_their_json_text() -> None:

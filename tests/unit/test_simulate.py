@@ -13,18 +13,11 @@ from typing import Any
 
 import pytest
 
-from tardy.simulate import (
-    DEFAULT_START,
-    INVALID_REASONS,
-    KINDS,
-    STORE_KINDS,
-    UNIT_PRICE_CENTS,
-    SimulationConfig,
-    SimulationResult,
-    arrival_dir_name,
-    parse_arrival_dir,
-    simulate,
-)
+from tardy.landing import arrival_dir_name, parse_arrival_dir
+from tardy.simulate import SimulationConfig, SimulationResult, simulate
+from tardy.simulate.config import DEFAULT_START
+from tardy.simulate.sales import INVALID_REASONS, KINDS, UNIT_PRICE_CENTS
+from tardy.simulate.store_changes import STORE_KINDS
 
 SMALL = SimulationConfig(stores=3, days=21, transactions_per_store_day=80)
 START = datetime(2026, 1, 1, tzinfo=UTC)

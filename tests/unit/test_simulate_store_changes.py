@@ -13,14 +13,9 @@ from typing import Any
 
 import pytest
 
-from tardy.simulate import (
-    STORE_FORMATS,
-    STORE_KINDS,
-    STORE_REGIONS,
-    SimulationConfig,
-    parse_arrival_dir,
-    simulate,
-)
+from tardy.landing import parse_arrival_dir
+from tardy.simulate import SimulationConfig, simulate
+from tardy.simulate.store_changes import STORE_FORMATS, STORE_KINDS, STORE_REGIONS
 
 CONFIG = SimulationConfig(stores=5, days=60)
 START = datetime(2026, 1, 1, tzinfo=UTC)

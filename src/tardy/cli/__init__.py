@@ -70,7 +70,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from tardy.ingest import FilesRefused, ingest
+    from tardy.ingest import ingest
+    from tardy.ingest.result import FilesRefused
 
     spark = spark_without_project(args)
     home = activate()

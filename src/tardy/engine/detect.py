@@ -24,7 +24,7 @@ from sqlglot import exp
 
 from tardy.engine import delta, dimension, sqlmesh_api
 from tardy.engine.closure import Closure, days_of, ranges
-from tardy.ingest import BRONZE_TABLE
+from tardy.ingest.tables import BRONZE_TABLE
 from tardy.key_index import (
     KEY_INDEX_TABLE,
     KeySet,

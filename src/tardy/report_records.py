@@ -1,0 +1,142 @@
+"""The records ``tardy report`` draws: what ``tardy.reporting`` reads from the lakehouse and
+``tardy.html`` turns into pages (plain dataclasses, values as text or numbers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class Restated:
+    """One restatement that changed a period (hover text on the charts)."""
+
+    restatement_id: str
+    reason: str
+    promoted_at: str  # ISO-8601, UTC
+
+
+@dataclass
+class DailyRevision:
+    """One day of ``gold.daily_store_revenue``, summed over stores: first published vs today."""
+
+    event_date: str
+    first_published: str  # decimal text: the revenue before any restatement changed the day
+    final: str  # decimal text: today's revenue
+    revision: int  # restatements (not rolled back) that changed the day; 0 = never restated
+    period_status: str  # final / provisional
+    restatements: list[Restated] = field(default_factory=list)  # oldest first
+
+
+@dataclass
+class RestatedPeriod:
+    """A period (day, week start, month start) of a model that a promoted restatement changed."""
+
+    model: str
+    period: str
+    restatement_id: str
+    reason: str
+    promoted_at: str
+    recent: bool  # promoted in the last 7 days
+
+
+@dataclass
+class LatenessDay:
+    """Lateness of one source's bronze rows that arrived on one day."""
+
+    source_system: str
+    arrival_date: str
+    rows: int
+    late_rows: int
+    late_ratio: float | None
+    lag_hours_p50: float | None
+    lag_hours_p95: float | None
+    lag_hours_p99: float | None
+
+
+@dataclass
+class QuarantineDay:
+    day: str  # the quarantined row's day (silver.sales_quarantine's time column)
+    reason: str
+    rows: int
+
+
+@dataclass
+class IntervalChange:
+    """One restated interval of one model, before and after (from the restatement's diff)."""
+
+    model: str
+    start: str
+    end: str
+    measure: str | None  # the DECIMAL column shown (revenue, net_amount, ...), None if none
+    before: str | None
+    after: str | None
+    rows_before: int
+    rows_after: int
+    keys_added: int
+    keys_removed: int
+    keys_changed: int
+
+
+@dataclass
+class RestatementSummary:
+    restatement_id: str
+    reason: str
+    status: str  # the log's latest action: promoted, rolled_back, staged, ...
+    logged_at: str
+    actor: str
+    intervals: list[IntervalChange] = field(default_factory=list)
+
+
+@dataclass
+class TrailRow:
+    """One row of ``tardy.transaction_changes`` (values as text)."""
+
+    model: str
+    row_key: str
+    event_date: str
+    change: str
+    action: str
+    before: dict[str, str] | None
+    after: dict[str, str] | None
+
+
+@dataclass
+class Report:
+    """Everything ``tardy report`` draws."""
+
+    generated_at: str
+    home: str
+    grace_days: int
+    daily: list[DailyRevision]
+    periods: list[RestatedPeriod]
+    lateness: list[LatenessDay]
+    quarantine: list[QuarantineDay]
+    restatements: list[RestatementSummary]
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass
+class RestatementReport:
+    """Everything ``tardy report --restatement ID`` draws: one restatement, for reviewers."""
+
+    generated_at: str
+    summary: RestatementSummary
+    manifest: dict[str, object]  # detect's manifest (roots, impacted, reasons, stock commands)
+    audits: list[dict[str, object]]  # model, audit, interval_start, interval_end, blocking,
+    # failing_rows
+    breaker: list[dict[str, object]]  # day, measure, before, after, change
+    changes: list[TrailRow]  # the change trail's rows of this restatement (first 200)
+    changes_total: int
+    how_to: list[str]  # the commands that promote, discard or roll it back
+    # What the circuit breaker watched ("gold.daily_store_revenue: a closed day moving by
+    # more than 25%"); None when this home holds no diff of the restatement.
+    breaker_rule: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+# -- reading the lakehouse ----------------------------------------------------------------------
