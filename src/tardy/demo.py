@@ -5,10 +5,14 @@ built into prod by a ``plan``; then the rest lands (late rows, corrections, void
 out-of-order batches) and a ``run`` at the end of the simulated month absorbs what falls
 inside the grace window. Late data for days already outside it stays out of prod until it is
 restated: ``detect`` finds it, ``restate --no-promote`` stages, audits and diffs it, the
-promotion applies it, and ``status`` shows the restated days with their reason. Last, a named
-restatement of one week (a partner asks for a recheck) recomputes it and promotes nothing,
-because nothing in it is wrong; the report (``tardy report``) draws it all. Every step is
-idempotent, so the demo can run again on the same data home (then nothing is left to restate).
+promotion applies it, and ``status`` shows the restated days with their reason. Before the
+restatement, the run's versions are published and a store revenue model is trained on them
+(MLflow, under the data home); after it, ``impact`` names that model stale and ``retrain``
+trains a challenger on the corrected versions and moves the ``champion`` alias by its rule.
+A named restatement of one week (a partner asks for a recheck) recomputes it and promotes
+nothing, because nothing in it is wrong; the report (``tardy report``) draws it all. Every
+step is idempotent, so the demo can run again on the same data home (then nothing is left to
+restate, and the model is kept).
 """
 
 from __future__ import annotations
@@ -46,8 +50,9 @@ class DemoResult:
     restatement: Outcome  # of the late data beyond the grace window
     named: Outcome  # the named restatement of one week
     report: str  # the HTML report's path
-    # The late store changes step 5 found: per dimension, the validity windows they alter.
+    # The late store changes step 6 found: per dimension, the validity windows they alter.
     altered: dict[str, list[dict[str, str | None]]]
+    models: dict[str, object]  # the model trained on step 5's versions, impact, retrain
 
     def story(self) -> dict[str, object]:
         """What the restatement steps did (``tardy demo --json``'s ``story``)."""
@@ -63,6 +68,7 @@ class DemoResult:
             "report": self.report,
             # The late store changes the restatement applied (its dimensions' altered windows).
             "store_changes": self.altered,
+            "models": self.models,
         }
 
 
@@ -108,10 +114,13 @@ def run_demo(
     context.run("prod", end=last_day, execution_time=final_clock)
     console.print(
         f"The run recomputed the days inside the {grace_days}-day grace window (and the weeks, "
-        "month and features they reach); late rows for older, closed days wait for step 5."
+        "month and features they reach); late rows for older, closed days wait for step 6."
     )
 
-    console.rule("5. tardy detect (late data for days outside the grace window)")
+    console.rule("5. tardy publish, tardy train (a model on the published versions)")
+    models: dict[str, object] = {"trained": _publish_and_train(context, spark, home, console)}
+
+    console.rule("6. tardy detect (late data for days outside the grace window)")
     with console.status("Comparing new bronze rows with prod"):
         manifest = detect(context, spark)
     if manifest.is_empty:
@@ -129,7 +138,7 @@ def run_demo(
                 "restated with the sales."
             )
 
-    console.rule("6. tardy restate --no-promote (stage, audit, diff; prod untouched)")
+    console.rule("7. tardy restate --no-promote (stage, audit, diff; prod untouched)")
     reason = "demo: late and corrected sales for closed days"
     with console.status("Staging, auditing and diffing the impacted intervals"):
         restatement = restate(context, spark, reason, promote=False, accept_large_change=True)
@@ -140,7 +149,7 @@ def run_demo(
             f"Staged {restatement.restatement_id}: its audits passed, and every model is "
             f"readable as environment {restatement.environment} for review."
         )
-        console.rule("7. tardy promote (one Delta commit per table with changed days)")
+        console.rule("8. tardy promote (one Delta commit per table with changed days)")
         with console.status("Promoting"):
             restatement = promote_staged(context, spark, restatement.restatement_id)
         promoted = ", ".join(restatement.promoted) or "nothing"
@@ -148,13 +157,13 @@ def run_demo(
     else:
         console.print("Nothing to restate.")
 
-    console.rule("8. tardy status (what is final, what was restated and why)")
+    console.rule("9. tardy status (what is final, what was restated and why)")
     with console.status("Measuring lateness"):
         current = status(context, spark)
     render_status(current, console)
 
     week = config.start + timedelta(days=7 - config.start.weekday())  # the first Monday
-    console.rule("9. A named restatement: a partner asks to recheck week 2")
+    console.rule("10. A named restatement: a partner asks to recheck week 2")
     console.print(
         f"tardy restate --model gold.weekly_store_revenue \\\n    --start {week} --end {week}",
         markup=False,
@@ -174,12 +183,19 @@ def run_demo(
         )
     )
 
-    console.rule("10. tardy report (what late data did to the numbers)")
+    console.rule("11. tardy impact, tardy retrain (the model the correction made stale)")
+    if restatement.status == Status.PROMOTED and restatement.restatement_id is not None:
+        models |= _impact_and_retrain(spark, home, restatement.restatement_id, console)
+    else:
+        console.print("No restatement promoted: no model to retrain.")
+
+    console.rule("12. tardy report (what late data did to the numbers)")
     with console.status("Drawing the report"):
         report = write_report(context, spark)
     console.print(
         "First published against final revenue per day, the restated periods and why, "
-        "lateness per source, the quarantine and each restatement's before/after:"
+        "lateness per source, the quarantine, each restatement's before/after and the "
+        "models with their lineage:"
     )
     console.print(str(report), markup=False, highlight=False, soft_wrap=True)
 
@@ -195,7 +211,51 @@ def run_demo(
         named,
         str(report),
         manifest.altered,
+        models,
     )
+
+
+def _publish_and_train(
+    context: Context, spark: t.Any, home: DataHome, console: Console
+) -> int | None:
+    """Publish the run's versions; train the first model on them (kept on a re-run)."""
+    from tardy.render_models import render_model
+    from tardy.training.pipeline import registered, train
+    from tardy.training.snapshot import Window
+    from tardy.versions import publish
+
+    with console.status("Publishing the gold models' versions"):
+        published = publish(context, spark)
+    names = ", ".join(p.name for p in published.publications) or "nothing new"
+    console.print(f"Published: {names}.")
+    if registered(home.root):
+        console.print("A model is registered already (a re-run): kept.")
+        return None
+    with console.status("Training store_revenue on the published versions (MLflow)"):
+        trained = train(spark, home.root, Window())
+    render_model(trained.registered, console)
+    return trained.registered.version
+
+
+def _impact_and_retrain(
+    spark: t.Any, home: DataHome, restatement_id: str, console: Console
+) -> dict[str, object]:
+    from tardy.render_models import render_impact, render_retrained
+    from tardy.training.pipeline import impact, retrain
+
+    found = impact(spark, home.root, restatement_id)
+    render_impact(found, console)
+    if not found.stale:
+        return {"stale": []}
+    with console.status("Retraining on the corrected versions, backtesting both"):
+        result = retrain(spark, home.root, restatement_id)
+    render_retrained(result, console)
+    return {
+        "stale": sorted({s.version for s in found.stale}),
+        "retrained": result.challenger.version,
+        "champion": result.champion,
+        "promoted": result.promoted,
+    }
 
 
 def _landed(landing: SimulationResult, ingested: IngestResult) -> str:

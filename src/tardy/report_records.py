@@ -101,6 +101,21 @@ class TrailRow:
     after: dict[str, str] | None
 
 
+@dataclass(frozen=True)
+class ModelRow:
+    """One registered model version (``tardy.training``): what it read, how it scored,
+    which later publications changed days it read."""
+
+    version: int
+    champion: bool
+    trained_on: list[str]  # "<table>@v<N> <first>..<last>" per input
+    trained_after: str  # the restatement it was retrained after, or ""
+    holdout_mae: float | None
+    decision: str
+    stale_by: list[str]  # "<table>@v<N> (<produced by>): k days" per later publication
+    artifacts: str  # a file: URI
+
+
 @dataclass
 class Report:
     """Everything ``tardy report`` draws."""
@@ -113,6 +128,7 @@ class Report:
     lateness: list[LatenessDay]
     quarantine: list[QuarantineDay]
     restatements: list[RestatementSummary]
+    models: list[ModelRow] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

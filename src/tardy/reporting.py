@@ -23,6 +23,7 @@ from tardy.report_records import (
     DailyRevision,
     IntervalChange,
     LatenessDay,
+    ModelRow,
     QuarantineDay,
     Report,
     Restated,
@@ -214,6 +215,38 @@ def _summaries(spark: SparkSession) -> list[RestatementSummary]:
     return out
 
 
+def _models(spark: SparkSession) -> list[ModelRow]:
+    """The registered model versions of this data home (none: MLflow is not even loaded),
+    each with the publications since its training that changed days it read."""
+    from tardy.training.lineage import stale_since_trained
+    from tardy.training.pipeline import registered
+    from tardy.versions import publications
+
+    models = registered(activate().root)
+    if not models:
+        return []
+    history = publications(spark)
+    stale = stale_since_trained(history, models)
+    producers = {p.name: p.produced_by for p in history}
+    return [
+        ModelRow(
+            version=m.version,
+            champion=m.champion,
+            trained_on=[f"{i.name} {i.first_day}..{i.last_day}" for i in m.inputs],
+            trained_after=m.trained_after,
+            holdout_mae=m.metrics.get("holdout_mae"),
+            decision=m.decision,
+            stale_by=[
+                f"{s.superseded_by} ({producers[s.superseded_by]}): {len(s.days)} days"
+                for s in stale
+                if s.version == m.version
+            ],
+            artifacts=m.artifacts,
+        )
+        for m in models
+    ]
+
+
 def gather(context: Context, spark: SparkSession) -> Report:
     """Everything ``tardy report`` draws (about six statements)."""
     grace = int(context.config.variables["grace_days"])
@@ -238,6 +271,7 @@ def gather(context: Context, spark: SparkSession) -> Report:
         lateness=_lateness(spark, grace),
         quarantine=_quarantine(context, spark),
         restatements=_summaries(spark),
+        models=_models(spark),
     )
 
 

@@ -1,4 +1,5 @@
-"""Published versions (``tardy.versions``) on real Spark + Delta, through the CLI in-process.
+"""Published versions (``tardy.versions``) and the models trained on them
+(``tardy.training``) on real Spark + Delta + MLflow, through the CLI in-process.
 
 On a copy of the ``small`` template: ``tardy publish`` publishes every gold model (v1), then
 two restatements promote late sales (day A, then days A and B), each publishing the tables it
@@ -6,6 +7,11 @@ changed. A version published before both re-exports to the bytes and hash record
 was published; each publication's changed days equal the days whose exported rows differ
 from the previous version's (compared here as CSV lines, not by Spark); the revision counter
 counts the recomputations of each day.
+
+Then, on the same home (the last tests): two models are trained on the latest versions, one
+on every day and one on early days only; a third restatement (a late sale on day C) makes
+the first stale and not the second; retraining refuses a worse challenger, crowns one
+trained on the corrected versions, and rolling the alias back restores v1 for readers.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ import csv
 import hashlib
 import json
 import typing as t
-from datetime import timedelta
+from datetime import date, timedelta
+from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,6 +30,9 @@ from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, cli_in_process, late_sale
 
 DAILY = "gold.daily_store_revenue"
 DAY_A, DAY_B = 1, 4  # offsets from the simulation's first day; both closed at its clock
+DAY_C = 5  # the models' restatement: closed too
+FEATURES = "gold.store_features"
+HORIZON = 2  # the small template's 10 days hold 8 feature days with a 2-day label
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:
@@ -181,3 +191,180 @@ def test_check_marks_a_version_whose_files_are_gone(story) -> None:
     assert _json("versions", DAILY)[0]["readable"] is None  # not checked: not claimed
     code, out, _ = _cli("versions", DAILY, "--check")
     assert code == 0 and "v1 gone" in out
+
+
+# -- models trained on published versions (run after the tests above: a third restatement) --
+
+
+def _day(offset: int) -> str:
+    return str(SMALL_CONFIG.start + timedelta(days=offset))
+
+
+@pytest.fixture(scope="module")
+def models(story) -> SimpleNamespace:
+    """v1 (champion) trained on every feature day, v2 on days 0..2 only; then day C's late
+    sale is restated; v3 retrained with a near-zero penalty (overfits: refused), v4 with the
+    champion's parameters on the corrected versions."""
+    from tardy.ingest import ingest
+
+    window = ("--horizon-days", str(HORIZON), "--holdout-days", "2")
+    wide = _json("train", *window)
+    early = _json("train", "--to", _day(2), "--horizon-days", str(HORIZON), "--holdout-days", "1")
+    _land_late(story.home, 3, "LATE-C", (DAY_C,))
+    ingest(story.spark, story.home.landing)
+    restated = _json("restate", "--reason", "models: LATE-C")
+    assert restated["status"] == "promoted", restated
+    rid = restated["restatement_id"]
+    impact = _json("impact", rid)
+    code, out, err = _cli("retrain", "--after", rid, "--alpha", "1e-6", "--json")
+    assert code == 5, (out[-2000:], err[-2000:])  # ChallengerRefused's exit code
+    refused = json.loads(out)
+    crowned = _json("retrain", "--after", rid)
+    import mlflow  # this process reads the home's registry, as a consumer would
+
+    uri = f"sqlite:///{story.home.root / 'models' / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    return SimpleNamespace(
+        wide=wide["model"],
+        early=early["model"],
+        rid=rid,
+        impact=impact,
+        refused=refused,
+        crowned=crowned,
+    )
+
+
+def test_impact_names_exactly_the_models_trained_on_changed_days(models) -> None:
+    """Day C's late sale changes daily revenue of day C and the features of day C onwards;
+    v1 read both (features 0..7, labels 1..9), v2 read days before C only."""
+    wide, early = models.wide, models.early
+    assert [(i["first_day"], i["last_day"]) for i in wide["inputs"]] == [
+        (_day(0), _day(7)),
+        (_day(1), _day(9)),
+    ]
+    assert [(i["first_day"], i["last_day"]) for i in early["inputs"]] == [
+        (_day(0), _day(2)),
+        (_day(1), _day(2 + HORIZON)),
+    ]
+    assert wide["champion"] and not early["champion"]
+    stale = {
+        (s["version"], s["reads"].split("@")[0]): s["days"] for s in models.impact["stale_models"]
+    }
+    assert stale == {
+        (wide["version"], FEATURES): [_day(DAY_C), _day(DAY_C + 1), _day(DAY_C + 2)],
+        (wide["version"], DAILY): [_day(DAY_C)],
+    }
+    published = {p["table_name"]: p for p in models.impact["published"]}
+    assert published[DAILY]["superseded"] == f"{DAILY}@v3"
+    assert published[DAILY]["by"] == f"{DAILY}@v4"
+    assert published[DAILY]["changed_days"] == [_day(DAY_C)]
+    code, _, err = _cli("impact", "19700101T000000Z-000000")
+    assert code == 1 and "published nothing" in " ".join(err.split())
+
+
+def _holdout_mae(tmp_path: Path, challenger: dict, start: str, version: int) -> float:
+    """The mean absolute error of model ``version`` over the challenger's held-out rows (its
+    feature days from ``start``), rebuilt from the pinned versions' CSV exports (not by
+    tardy's snapshot code)."""
+    import mlflow
+
+    from tardy.training.snapshot import FEATURES as COLUMNS
+
+    pins = {i["table_name"]: i for i in challenger["inputs"]}
+    rows = {}
+    for table in (FEATURES, DAILY):
+        exported = _json(
+            "export", table, "--as-of", f"v{pins[table]['version']}", "--to", str(tmp_path)
+        )
+        with Path(exported["path"]).open(newline="") as handle:
+            rows[table] = list(csv.DictReader(handle))
+    revenue = {(r["store_id"], r["event_date"]): Decimal(r["revenue"]) for r in rows[DAILY]}
+    last = pins[FEATURES]["last_day"]
+    held = [r for r in rows[FEATURES] if start <= r["feature_date"] <= last]
+    features = [[0.0 if r[c] == "\\N" else float(r[c]) for c in COLUMNS] for r in held]
+    labels = [
+        float(
+            sum(
+                revenue.get(
+                    (r["store_id"], str(date.fromisoformat(r["feature_date"]) + timedelta(days=k))),
+                    Decimal(0),
+                )
+                for k in range(1, HORIZON + 1)
+            )
+        )
+        for r in held
+    ]
+    import pandas as pd
+
+    model = mlflow.sklearn.load_model(f"models:/store_revenue/{version}")
+    predicted = model.predict(pd.DataFrame(features, columns=list(COLUMNS)))
+    assert len(held) == 2 * 2  # two stores, two held-out days
+    return sum(abs(p - y) for p, y in zip(predicted, labels, strict=True)) / len(labels)
+
+
+def test_retrain_refuses_a_worse_model_and_crowns_one_trained_on_corrected_data(
+    models, tmp_path: Path
+) -> None:
+    refused, crowned = models.refused, models.crowned
+    wide = models.wide["version"]
+    assert refused["promoted"] is False and refused["champion"] == wide
+    assert refused["backtest"]["challenger_mae"] > refused["backtest"]["champion_mae"]
+    assert refused["challenger"]["decision"].startswith("refused: ")
+    assert refused["backtest"]["holdout_start"] == crowned["backtest"]["holdout_start"]
+    assert crowned["promoted"] is True and crowned["champion_before"] == wide
+    assert crowned["backtest"]["challenger_mae"] <= crowned["backtest"]["champion_mae"]
+    challenger = crowned["challenger"]
+    assert (
+        challenger["trained_after"] == models.rid and crowned["champion"] == challenger["version"]
+    )
+    # Its lineage names the versions the restatement published (their Delta versions).
+    after = {p["table_name"]: p for p in _json("versions") if p["produced_by"] == models.rid}
+    assert {i["table_name"]: (i["version"], i["delta_version"]) for i in challenger["inputs"]} == {
+        t: (after[t]["version"], after[t]["delta_version"]) for t in (FEATURES, DAILY)
+    }
+    assert challenger["snapshot_sha256"] != models.wide["snapshot_sha256"]
+    # Both backtests, recomputed from the pinned versions' exports.
+    for version, reported in (
+        (challenger["version"], crowned["backtest"]["challenger_mae"]),
+        (wide, crowned["backtest"]["champion_mae"]),
+        (refused["challenger"]["version"], refused["backtest"]["challenger_mae"]),
+    ):
+        start = crowned["backtest"]["holdout_start"]
+        assert _holdout_mae(tmp_path, challenger, start, version) == pytest.approx(
+            reported, abs=1e-4
+        )
+    listed = {m["version"]: m for m in _json("models")}
+    assert [v for v, m in listed.items() if m["champion"]] == [challenger["version"]]
+
+
+def test_rolling_the_alias_back_restores_v1_for_readers(models) -> None:
+    import mlflow
+    import pandas as pd
+    from mlflow import MlflowClient
+
+    from tardy.training.snapshot import FEATURES as COLUMNS
+
+    probe = pd.DataFrame([[float(i + 1) * 10 for i in range(len(COLUMNS))]], columns=list(COLUMNS))
+
+    def by_alias() -> tuple[int, float]:
+        version = int(
+            MlflowClient().get_model_version_by_alias("store_revenue", "champion").version
+        )
+        return version, float(
+            mlflow.sklearn.load_model("models:/store_revenue@champion").predict(probe)[0]
+        )
+
+    crowned = models.crowned["challenger"]["version"]
+    assert by_alias()[0] == crowned
+    rolled = _json("models", "--rollback")
+    assert [m["version"] for m in rolled if m["champion"]] == [models.wide["version"]]
+    version, prediction = by_alias()
+    v1 = float(
+        mlflow.sklearn.load_model(f"models:/store_revenue/{models.wide['version']}").predict(probe)[
+            0
+        ]
+    )
+    assert version == models.wide["version"] and prediction == v1
+    code, _, err = _cli("models", "--rollback")
+    assert code == 1 and "no earlier version" in " ".join(err.split())

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from tardy.html.daily import daily_figure
 from tardy.html.intervals import intervals_figure
 from tardy.html.lateness import lateness_figure
+from tardy.html.models import models_section
 from tardy.html.page import Chart, cards, chart_section, page, status_badge, table
 from tardy.html.periods import periods_figure
 from tardy.html.quarantine import quarantine_figure
@@ -111,7 +112,9 @@ def report_page(report: Report) -> str:
     return page(
         "tardy report: what late data did to the numbers",
         f"Generated {report.generated_at} · data home {report.home}",
-        [cards(facts)] + [chart_section(c) for c in charts],
+        [cards(facts)]
+        + [chart_section(c) for c in charts]
+        + ([models_section(report.models)] if report.models else []),
     )
 
 

@@ -93,6 +93,12 @@ def stale(replaced: list[Superseded], models: list[Registered]) -> list[StaleMod
     return found
 
 
+def stale_since_trained(history: list[Publication], models: list[Registered]) -> list[StaleModel]:
+    """Every model version and every publication since its training that changed days it
+    read (the report's view: ``stale`` over all publications, not one restatement's)."""
+    return stale([Superseded(None, p) for p in history], models)
+
+
 @dataclass(frozen=True)
 class Verdict:
     promote: bool
