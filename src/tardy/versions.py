@@ -54,6 +54,7 @@ NULL = "\\N"
 PROMOTE_TAG = commit_tag("", "promote")  # a promotion's Delta commits: tardy:promote:<id>
 TARDY_TAG = PROMOTE_TAG.split(":")[0] + ":"  # tardy's commits: tardy:<action>:<id>
 RUN = "run"
+VIEW_SUFFIX = "_published"  # gold.daily_store_revenue -> gold_published.daily_store_revenue
 
 DDL = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -241,6 +242,7 @@ def publish(
     *,
     restatement_id: str | None = None,
     versions: dict[str, int] | None = None,
+    all_views: bool = False,
 ) -> Published:
     """Publish every model tagged ``published`` whose current prod Delta version has no
     publication yet (all of them when none has).
@@ -290,7 +292,29 @@ def publish(
             )
         if rows:
             _append(spark, rows, now)
+        _point_views(
+            spark,
+            list({**latest, **{p.table_name: p for p in rows}}.values()) if all_views else rows,
+        )
     return Published(rows, meter.statements["publish"], round(meter.seconds["publish"], 3))
+
+
+def view_name(table_name: str) -> str:
+    """The view consumers read a model's latest published version through."""
+    schema, table = table_name.split(".", 1)
+    return f"{schema}{VIEW_SUFFIX}.{table}"
+
+
+def _point_views(spark: SparkSession, latest: list[Publication]) -> None:
+    """One ``CREATE OR REPLACE VIEW`` per publication (and one per new schema): the view
+    reads its Delta version by time travel, so a later run does not change it."""
+    for schema in sorted({view_name(p.table_name).split(".")[0] for p in latest}):
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    for p in latest:
+        spark.sql(
+            f"CREATE OR REPLACE VIEW {view_name(p.table_name)} AS SELECT * FROM "
+            f"{p.physical_table} VERSION AS OF {int(p.delta_version)}"
+        )
 
 
 def _producer(user_metadata: str | None) -> str:

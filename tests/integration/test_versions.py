@@ -151,6 +151,18 @@ def test_show_re_reads_a_published_day(story, tmp_path: Path) -> None:
     assert code == 0 and f"{DAILY}@v1" in out and f"{len(expected)} rows" in out
 
 
+def test_the_published_view_reads_the_latest_publication(story, tmp_path: Path) -> None:
+    """`gold_published.daily_store_revenue` is v3's rows (its export's lines): the view
+    each publication re-points."""
+    from tardy.versions import as_text
+
+    latest = _json("export", DAILY, "--to", str(tmp_path))
+    assert latest["publication"]["version"] == 3
+    viewed = story.spark.sql("SELECT * FROM gold_published.daily_store_revenue").toArrow()
+    lines = {tuple(as_text(v) for v in row.values()) for row in viewed.to_pylist()}
+    assert lines == _lines(Path(latest["path"])) and viewed.num_rows == latest["rows"]
+
+
 def test_export_refuses_bytes_that_differ_from_what_was_published(story, tmp_path: Path) -> None:
     """Runs last: it damages the record of v1."""
     from delta.tables import DeltaTable

@@ -109,7 +109,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     with hold("publish", args.gateway):
         context = open_context(args.gateway, progress_to_stderr=args.json)
         with err.status("Publishing the new versions of the published models"):
-            result = publish(context, spark_of(context))
+            result = publish(context, spark_of(context), all_views=True)
     if args.json:
         print_json(result.as_dict())
     elif result.publications:
