@@ -20,8 +20,9 @@ from datetime import UTC, date, datetime, time, timedelta
 from rich.console import Console
 
 from tardy.engine.detect import detect
+from tardy.engine.machine import Outcome, Status
 from tardy.engine.named import Selection
-from tardy.engine.restate import Outcome, Status, promote_staged, restate
+from tardy.engine.restate import promote_staged, restate
 from tardy.home import DataHome
 from tardy.ingest import IngestResult, ingest
 from tardy.project import spark_of
