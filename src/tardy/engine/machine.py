@@ -120,6 +120,26 @@ def advance(context: Context, spark: SparkSession, manifest: Manifest, reason: s
     return True
 
 
+class _Staging(t.TypedDict):
+    """The fields every log entry of a staging carries."""
+
+    restatement_id: str
+    reason: str
+    intervals: dict[str, log.Spans]
+    bronze_version: int
+    arrival_watermark: datetime | None
+    snapshot_versions: dict[str, str]
+
+
+class _Staged(t.TypedDict):
+    """What the diff and the audits add to the log entries once staged."""
+
+    rows_before: dict[str, dict[str, t.Any]]
+    rows_after: dict[str, dict[str, t.Any]]
+    table_versions_before: dict[str, int]
+    audits: list[audit.AuditResult]
+
+
 @dataclass
 class Staging:
     tables: list[StagedTable]
@@ -189,7 +209,7 @@ def stage_and_promote(
     watch: Breaker,
     environment_name: str,
 ) -> Outcome:
-    base = dict(
+    base = _Staging(
         restatement_id=restatement_id,
         reason=reason,
         intervals={m: spans for m, spans in manifest.impacted.items() if spans},
@@ -198,7 +218,7 @@ def stage_and_promote(
         snapshot_versions=snapshot_versions(context),
     )
     with meter.step("log"):
-        log.append(spark, LogEntry(action=Action.STAGING, **base))  # type: ignore[arg-type]
+        log.append(spark, LogEntry(action=Action.STAGING, **base))
     folder = report_dir(restatement_id)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "manifest.json").write_text(json.dumps(manifest.as_dict(), indent=2, default=str))
@@ -210,7 +230,7 @@ def stage_and_promote(
         failed = LogEntry(
             action=Action.AUDIT_FAILED,
             audits=failure.results,
-            **base,  # type: ignore[arg-type]
+            **base,
         )
         failed.message = str(failure)
         log.append(spark, failed)
@@ -225,7 +245,7 @@ def stage_and_promote(
     (folder / "diff.json").write_text(json.dumps(review.as_dict(), indent=2, default=str))
     totals = review.totals()
     base["intervals"] = {table.model: table.intervals for table in staged}
-    details = dict(
+    details = _Staged(
         rows_before={
             m: {"rows": v["rows_before"], "sums": v["sums_before"]} for m, v in totals.items()
         },
@@ -244,7 +264,7 @@ def stage_and_promote(
         )
         log.append(
             spark,
-            LogEntry(action=Action.BREAKER_TRIPPED, message=message, **base, **details),  # type: ignore[arg-type]
+            LogEntry(action=Action.BREAKER_TRIPPED, message=message, **base, **details),
         )
         raise BreakerTripped(f"{message}; prod is unchanged (restatement {restatement_id})")
     with meter.step("log"):
@@ -257,8 +277,8 @@ def stage_and_promote(
                 accepted_large_change=bool(review.breaker),
                 message=f"staged {len(staged)} table(s), "
                 f"{sum(1 for table in staged if table.changed)} with changed days",
-                **base,  # type: ignore[arg-type]
-                **details,  # type: ignore[arg-type]
+                **base,
+                **details,
             ),
         )
     outcome = Outcome(

@@ -81,7 +81,9 @@ def watched(context: Context, threshold: float | None) -> Breaker:
 def snapshot_versions(context: Context) -> dict[str, str]:
     """Prod's version of every model (a staged restatement records them)."""
     return {
-        s.model.name: s.version for s in sqlmesh_api.prod_snapshots(context).values() if s.is_model
+        s.model.name: sqlmesh_api.version(s)
+        for s in sqlmesh_api.prod_snapshots(context).values()
+        if s.is_model
     }
 
 

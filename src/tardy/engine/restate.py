@@ -73,7 +73,7 @@ def restate(
     if dry_run:  # print only: no lock, no recovery, no write
         with meter.step("detect"):
             manifest = find()
-        return Outcome(None, Status.DRY_RUN, manifest, **meter.as_dict())  # type: ignore[arg-type]
+        return Outcome(None, Status.DRY_RUN, manifest, **meter.as_dict())
     restatement_id = restatement_id or new_id()
     env = environment.name_for(restatement_id, environment_name)
     with _locked(context, spark, restatement_id) as recovered:
@@ -99,7 +99,7 @@ def restate(
                 manifest,
                 recovered=recovered,
                 advanced_watermark=advanced,
-                **meter.as_dict(),  # type: ignore[arg-type]
+                **meter.as_dict(),
             )
         outcome = machine.stage_and_promote(
             context,
@@ -173,7 +173,9 @@ def _locked(context: Context, spark: SparkSession, restatement_id: str) -> Itera
         yield "; ".join(done) or None
 
 
-def _recover(context: Context, spark: SparkSession, restatement_id: str, row: dict) -> str:
+def _recover(
+    context: Context, spark: SparkSession, restatement_id: str, row: dict[str, t.Any]
+) -> str:
     """Finish (promotion, rollback, discard) or discard (staging) an interrupted restatement;
     says what it did, or why it could not (then the restatement stays as the log says, and
     the command goes on: one stuck restatement must not block every other)."""
@@ -183,7 +185,9 @@ def _recover(context: Context, spark: SparkSession, restatement_id: str, row: di
         return f"could not finish restatement {restatement_id} ({row['status']}): {error}"
 
 
-def _finish(context: Context, spark: SparkSession, restatement_id: str, row: dict) -> str:
+def _finish(
+    context: Context, spark: SparkSession, restatement_id: str, row: dict[str, t.Any]
+) -> str:
     status = row["status"]
     if status == Action.PROMOTING:
         machine.promote_entry(context, spark, restatement_id)

@@ -66,7 +66,7 @@ def discard_promoting(context: Context, spark: SparkSession, restatement_id: str
                 action=Action.DISCARDING,
                 message="restoring the tables its promotion committed: "
                 + (", ".join(after) or "none"),
-                **common,  # type: ignore[arg-type]
+                **common,
             ),
         )
     versions = promotion.rollback(spark, restatement_id, tables, before, after, pending)
@@ -90,7 +90,7 @@ def discard_promoting(context: Context, spark: SparkSession, restatement_id: str
             table_versions_after=versions,
             message=f"discarded by request after a partial promotion; restored "
             f"{restored or 'nothing (no table was committed)'}",
-            **common,  # type: ignore[arg-type]
+            **common,
         ),
     )
     return (
@@ -123,7 +123,8 @@ def rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str,
         raise RestatementError(f"restatement {restatement_id} was never promoted")
     status = rows[-1]["status"]
     if status == Action.ROLLED_BACK:
-        return rows[-1]["table_versions_after"]
+        done: dict[str, int] = rows[-1]["table_versions_after"]
+        return done
     if status not in (Action.PROMOTED, Action.ROLLING_BACK):
         raise RestatementError(f"restatement {restatement_id} is {status}: nothing to roll back")
     entry, _ = staged_entry(spark, restatement_id)
@@ -150,7 +151,7 @@ def rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str,
         message=reason,
     )
     if status == Action.PROMOTED:
-        log.append(spark, LogEntry(action=Action.ROLLING_BACK, **common))  # type: ignore[arg-type]
+        log.append(spark, LogEntry(action=Action.ROLLING_BACK, **common))
     versions = promotion.rollback(spark, restatement_id, tables, before, after, pending)
     trail.record_rollback(spark, restatement_id, f"rollback: {reason}", log.actor())
     # Prod no longer reflects the restated rows: put the watermark back before them (a named
@@ -166,6 +167,6 @@ def rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str,
         )
     log.append(
         spark,
-        LogEntry(action=Action.ROLLED_BACK, table_versions_after=versions, **common),  # type: ignore[arg-type]
+        LogEntry(action=Action.ROLLED_BACK, table_versions_after=versions, **common),
     )
     return versions
