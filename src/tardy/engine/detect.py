@@ -10,7 +10,7 @@ is the change manifest.
 
 Detection compares bronze with the two models that read it (the sales source's rules: the
 silver model's own macros decide validity, key and precedence); everything downstream of
-them comes from the DAG (``tardy.engine.closure``). ``tardy.engine.restate`` stages the
+them comes from the DAG (``tardy.engine.closure``). ``tardy.engine.machine`` stages the
 manifest's root intervals and cascades only what changed, then advances the watermark.
 """
 
