@@ -36,6 +36,7 @@ chromium:
 lint: setup
 	$(BIN)/ruff check config.py src python_models models macros tests bench
 	$(BIN)/ruff format --check config.py src python_models models macros tests bench
+	$(BIN)/mypy src/tardy
 
 # Not part of `make test`: ~5 M transactions over 365 days in their own data home.
 bench: setup

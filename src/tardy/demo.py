@@ -24,8 +24,9 @@ from datetime import UTC, date, datetime, time, timedelta
 from rich.console import Console
 
 from tardy.engine.detect import detect
+from tardy.engine.machine import Outcome, Status
 from tardy.engine.named import Selection
-from tardy.engine.restate import Outcome, Status, promote_staged, restate
+from tardy.engine.restate import promote_staged, restate
 from tardy.home import DataHome
 from tardy.ingest import ingest
 from tardy.ingest.result import IngestResult

@@ -10,6 +10,8 @@ from __future__ import annotations
 import typing as t
 from dataclasses import dataclass
 
+from tardy.engine.delta import single_row
+
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlmesh import Context
@@ -26,9 +28,8 @@ class Fingerprint:
 
 def table_fingerprint(spark: SparkSession, table: str) -> Fingerprint:
     columns = ", ".join(f"`{name}`" for name in spark.table(table).columns)
-    row = spark.sql(
-        f"SELECT COUNT(*) AS n, SUM(CAST(xxhash64({columns}) AS DECIMAL(38,0))) AS h FROM {table}"
-    ).first()
+    hashed = f"SUM(CAST(xxhash64({columns}) AS DECIMAL(38,0)))"
+    row = single_row(spark.sql(f"SELECT COUNT(*) AS n, {hashed} AS h FROM {table}"))
     return Fingerprint(rows=int(row.n), hash=str(row.h if row.h is not None else 0))
 
 

@@ -272,7 +272,10 @@ class PostgresLock:
         """A new autocommit connection: the advisory lock lives exactly as long as it does."""
         import psycopg2  # the `cluster` extra
 
-        optional = {"sslmode": self.sslmode, "keepalives_idle": self.keepalives_idle}
+        optional: dict[str, t.Any] = {
+            "sslmode": self.sslmode,
+            "keepalives_idle": self.keepalives_idle,
+        }
         connection = psycopg2.connect(
             host=self.host,
             port=self.port,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import typing as t
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -101,10 +101,11 @@ def timestamp(value: object, seconds: bool = False) -> str:
     """``2026-01-15 09:30`` (``:12`` with ``seconds``) of a datetime or an ISO string; its
     space lets a narrow column wrap it."""
     if isinstance(value, str):
+        text = value
         try:
-            value = datetime.fromisoformat(value)
+            value = datetime.fromisoformat(text)
         except ValueError:
-            return value
+            return text
     if isinstance(value, datetime):
         return f"{value:%Y-%m-%d %H:%M:%S}" if seconds else f"{value:%Y-%m-%d %H:%M}"
     return "" if value is None else str(value)
@@ -156,7 +157,7 @@ def render_manifest(manifest: Manifest, console: Console) -> None:
     console.print(manifest_table(manifest))
     for name, windows in manifest.altered.items():
         shown = "; ".join(
-            f"{w['key']} {w['from'][:16]} .. {(w['to'] or 'now')[:16]}" for w in windows[:3]
+            f"{w['key']} {(w['from'] or '')[:16]} .. {(w['to'] or 'now')[:16]}" for w in windows[:3]
         )
         more = f" and {len(windows) - 3} more" if len(windows) > 3 else ""
         console.print(
@@ -294,7 +295,7 @@ def lateness_table(result: Status) -> Table:
     return table
 
 
-def _pending_kinds(result: Status) -> dict[str, dict[str, Spans]]:
+def _pending_kinds(result: Status) -> dict[str, Mapping[str, Spans]]:
     return {
         "final, to restate": result.pending_final,
         "to restate, but provisional": result.pending_provisional,

@@ -73,9 +73,9 @@ def render_impact(impact: Impact, console: Console) -> None:
     stale.add_column("model", no_wrap=True)
     stale.add_column("read", no_wrap=True)
     stale.add_column("changed days it read")
-    for s in impact.stale:
-        name = f"v{s.version}" + (" champion" if s.champion else "")
-        stale.add_row(name, s.reads, _day_span(s.days))
+    for model in impact.stale:
+        name = f"v{model.version}" + (" champion" if model.champion else "")
+        stale.add_row(name, model.reads, _day_span(model.days))
     console.print(stale)
     console.print("Retrain on the corrected versions:")
     console.print(f"tardy retrain --after {impact.restatement_id}", markup=False, highlight=False)

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 
 from pyspark.sql import SparkSession
 
+from tardy.engine.delta import single_row
 from tardy.ingest.tables import BRONZE_TABLE
 
 LAYERS = (
@@ -35,7 +36,7 @@ class Summary:
 
 def summarize(spark: SparkSession, grace_days: int) -> Summary:
     rows = {table: spark.table(table).count() for table in LAYERS}
-    late = spark.sql(
+    bronze = spark.sql(
         f"""
         SELECT
           COUNT(*) AS records,
@@ -45,9 +46,10 @@ def summarize(spark: SparkSession, grace_days: int) -> Summary:
         FROM {BRONZE_TABLE}
         WHERE event_ts IS NOT NULL AND event_ts <= arrival_ts
         """
-    ).first()
+    )
+    late = single_row(bronze)
     records = int(late.records) or 1
-    lateness = {
+    lateness: dict[str, object] = {
         "records_with_event_ts": int(late.records),
         "late_share": round(int(late.late) / records, 4),
         "beyond_grace_share": round(int(late.beyond_grace) / records, 4),

@@ -15,7 +15,7 @@ from pathlib import Path
 from tardy.engine import log, sqlmesh_api, trail
 from tardy.engine.diff import measure_of
 from tardy.engine.log import PERIODS_VIEW, Action
-from tardy.engine.restate import report_dir
+from tardy.engine.plan import report_dir
 from tardy.engine.trail import standing_rows
 from tardy.errors import InputError
 from tardy.home import activate

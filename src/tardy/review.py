@@ -11,7 +11,7 @@ from __future__ import annotations
 import typing as t
 
 if t.TYPE_CHECKING:
-    from tardy.engine.restate import Outcome
+    from tardy.engine.machine import Outcome
 
 
 def _spans(spans: list[list[str]]) -> str:
@@ -29,7 +29,7 @@ def markdown(outcome: Outcome, request_path: str | None = None) -> str:
         if manifest.named:
             named = manifest.named
             lines.append(
-                f"Named: {', '.join(f'`{m}`' for m in named['models'])} "  # type: ignore[union-attr]
+                f"Named: {', '.join(f'`{m}`' for m in t.cast('list[str]', named['models']))} "
                 f"over {named['start']}..{named['end']} and everything downstream."
             )
         else:

@@ -51,6 +51,7 @@ import typing as t
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timedelta
 
+from tardy.engine.delta import single_row
 from tardy.engine.log import PERIODS_VIEW, ensure_log
 from tardy.engine.trail import ensure_trail, standing_rows
 from tardy.ingest.tables import BRONZE_TABLE
@@ -250,7 +251,7 @@ def measure_type(spark: SparkSession) -> str:
 def revisions(spark: SparkSession) -> Revisions:
     """The summary of the restated rows of daily gold, removed ones included (one
     statement)."""
-    row = spark.sql(REVISIONS_SQL.format(measure_type=measure_type(spark))).first()
+    row = single_row(spark.sql(REVISIONS_SQL.format(measure_type=measure_type(spark))))
     if not row.rows:
         return Revisions()
     return Revisions(
@@ -414,14 +415,16 @@ def pending_age_hours(
         else ("", "TRUE")
     )
     late = LATE_SQL.format(grace_days=int(grace_days))
-    row = spark.sql(
-        f"""
+    row = single_row(
+        spark.sql(
+            f"""
         SELECT (UNIX_MICROS(MAX(arrival_ts)) - UNIX_MICROS(MIN(
                  CASE WHEN {since} AND {MEASURED_SQL} AND {late} THEN arrival_ts END
                ))) / 3600e6 AS hours
         FROM {BRONZE_TABLE} {newer}
         """
-    ).first()
+        )
+    )
     return float(row.hours or 0.0)
 
 

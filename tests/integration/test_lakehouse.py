@@ -813,7 +813,8 @@ def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
     timeline: Timeline, context, spark, data_home
 ) -> None:
     from tardy.engine import log as restatement_log
-    from tardy.engine.restate import BreakerTripped, RestatementError, restate, rollback
+    from tardy.engine.machine import BreakerTripped, RestatementError
+    from tardy.engine.restate import restate, rollback
 
     clock = timeline.builds[-1].clock + timedelta(days=1)
     day = CONFIG.start + timedelta(days=3)

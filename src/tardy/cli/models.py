@@ -78,7 +78,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from datetime import date
 
     from tardy.training.lineage import DEFAULT_TOLERANCE

@@ -110,7 +110,8 @@ def _request(args: argparse.Namespace) -> t.Any:
 
 
 def cmd_restate(args: argparse.Namespace) -> int:
-    from tardy.engine.restate import new_id, restate
+    from tardy.engine.plan import new_id
+    from tardy.engine.restate import restate
     from tardy.review import markdown
 
     try:

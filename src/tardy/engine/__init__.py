@@ -12,7 +12,13 @@ One module per step, in the order a restatement runs them:
   and the circuit breaker;
 - ``promote``: one Delta commit per table with changed days; rollback;
 - ``log``: the restatement log;
-- ``restate``: runs the steps under the lock, and ``promote``/``discard``/``rollback``.
+- ``plan``: what a restatement restates (the models and days, from the closure) and the
+  targets it moves (the arrival watermark, the circuit breaker's threshold);
+- ``machine``: the state machine that runs a plan: stage, audit, diff, promote, publish,
+  each step logged; ``undo``: its reverse transitions, rollback and a half-done promotion
+  discarded;
+- ``restate``: the commands (``restate``, ``promote``/``discard``/``rollback``) under the
+  lock, after recovering what the log says was interrupted.
 
 SQLMesh is reached only through ``sqlmesh_api`` and Delta only through ``delta``; nothing here
 renders output (the CLI does).

@@ -16,22 +16,36 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 if t.TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
+class NoRowError(RuntimeError):
+    """A query that always returns a row (an aggregate, a Delta table's history) returned
+    none."""
+
+
+def single_row(frame: DataFrame) -> Row:
+    """The first row of ``frame``, a query that always has one (an aggregate without
+    ``GROUP BY``, ``DESCRIBE HISTORY`` of a Delta table)."""
+    row = frame.first()
+    if row is None:
+        raise NoRowError("a query that always returns a row returned none")
+    return row
+
+
 def version(spark: SparkSession, table: str) -> int:
     """The table's latest Delta version."""
-    return int(spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").first().version)
+    return int(latest_commit(spark, table).version)
 
 
-def latest_commit(spark: SparkSession, table: str) -> t.Any:
+def latest_commit(spark: SparkSession, table: str) -> Row:
     """The table's latest commit (one row of ``DESCRIBE HISTORY``)."""
-    return spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1").first()
+    return single_row(spark.sql(f"DESCRIBE HISTORY {table} LIMIT 1"))
 
 
-def history(spark: SparkSession, table: str, after_version: int) -> list[t.Any]:
+def history(spark: SparkSession, table: str, after_version: int) -> list[Row]:
     """The commits of ``table`` after ``after_version``, oldest first, reading only those (a
     table's whole history grows with every interval ever written): one statement when at
     most one commit came after."""
@@ -54,7 +68,9 @@ def tagged_commits(spark: SparkSession, value: str) -> Iterator[None]:
         spark.conf.unset(USER_METADATA)
 
 
-def stage_table(spark: SparkSession, target: str, source: str, at_version: int, clone: bool):
+def stage_table(
+    spark: SparkSession, target: str, source: str, at_version: int, clone: bool
+) -> None:
     """``target`` as a shallow clone of ``source`` at a version (metadata only: it reads the
     source's files), or as an empty table of its schema.
 
@@ -93,7 +109,8 @@ def _connect_counts(spark: SparkSession) -> list[int]:
     """[plans executed, plans analysed] by this Connect client since it was first metered:
     the client's own calls, counted as it makes them (the server's status store is out of
     reach). An analysis (``df.schema``, ``df.columns``) is a round trip too (NOTES 20)."""
-    client = spark.client  # type: ignore[attr-defined]
+    # The client's private calls are wrapped (and a counter attached): untyped on purpose.
+    client: t.Any = spark.client
     counts: list[int] | None = getattr(client, "_tardy_counts", None)
     if counts is None:
         counts = [0, 0]
@@ -148,6 +165,14 @@ def executions_since(spark: SparkSession, after: int) -> tuple[int, int]:
     return roots, count
 
 
+class Measured(t.TypedDict):
+    """A meter's measures per step (``Meter.as_dict``)."""
+
+    seconds: dict[str, float]
+    statements: dict[str, int]
+    executions: dict[str, int]
+
+
 @dataclass
 class Meter:
     """Seconds, Spark statements and executions per step; a step may be entered many times."""
@@ -164,21 +189,22 @@ class Meter:
         the client had executed and executions add its analysis round trips."""
         connect = is_connect(self.spark)
         started = time.perf_counter()
-        before = list(_connect_counts(self.spark)) if connect else last_execution(self.spark)
+        counted = list(_connect_counts(self.spark)) if connect else [0, 0]
+        last = -1 if connect else last_execution(self.spark)
         try:
             yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
             if connect:
                 executed, analysed = _connect_counts(self.spark)
-                roots = executed - before[0]  # type: ignore[index]
-                count = roots + analysed - before[1]  # type: ignore[index]
+                roots = executed - counted[0]
+                count = roots + analysed - counted[1]
             else:
-                roots, count = executions_since(self.spark, before)  # type: ignore[arg-type]
+                roots, count = executions_since(self.spark, last)
             self.statements[name] = self.statements.get(name, 0) + roots
             self.executions[name] = self.executions.get(name, 0) + count
 
-    def as_dict(self) -> dict[str, dict[str, float] | dict[str, int]]:
+    def as_dict(self) -> Measured:
         return {
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "statements": dict(self.statements),

@@ -10,7 +10,7 @@ is the change manifest.
 
 Detection compares bronze with the two models that read it (the sales source's rules: the
 silver model's own macros decide validity, key and precedence); everything downstream of
-them comes from the DAG (``tardy.engine.closure``). ``tardy.engine.restate`` stages the
+them comes from the DAG (``tardy.engine.closure``). ``tardy.engine.machine`` stages the
 manifest's root intervals and cascades only what changed, then advances the watermark.
 """
 
@@ -320,7 +320,7 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
     arrival = spark.sql(
         f"SELECT MAX(arrival_ts) AS m FROM {BRONZE_TABLE} VERSION AS OF {version} {newer}"
     )
-    latest = arrival.first().m
+    latest = delta.single_row(arrival).m
     changes, literal = _changes(context, spark, since, version) if since != version else ([], None)
     found = {
         SILVER: {d for r in changes if r.kind == "silver" for d in (r.new_day, r.old_day) if d},

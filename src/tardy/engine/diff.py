@@ -30,6 +30,16 @@ if t.TYPE_CHECKING:
 EXAMPLES = 5
 
 
+class Totals(t.TypedDict):
+    """A model's rows and sums (decimal text, by column) before and after, over all its
+    restated intervals."""
+
+    rows_before: int
+    rows_after: int
+    sums_before: dict[str, str]
+    sums_after: dict[str, str]
+
+
 @dataclass
 class IntervalDiff:
     model: str
@@ -99,18 +109,21 @@ class Diff:
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
-    def totals(self) -> dict[str, dict[str, object]]:
+    def totals(self) -> dict[str, Totals]:
         """Per model: rows and sums before/after over all its restated intervals."""
-        out: dict[str, dict[str, object]] = {}
+        out: dict[str, Totals] = {}
         for item in self.intervals:
             total = out.setdefault(
-                item.model, {"rows_before": 0, "rows_after": 0, "sums_before": {}, "sums_after": {}}
+                item.model,
+                Totals(rows_before=0, rows_after=0, sums_before={}, sums_after={}),
             )
-            total["rows_before"] = int(total["rows_before"]) + item.rows_before  # type: ignore[call-overload]
-            total["rows_after"] = int(total["rows_after"]) + item.rows_after  # type: ignore[call-overload]
-            for side in ("sums_before", "sums_after"):
-                sums = t.cast(dict[str, str], total[side])
-                for column, value in getattr(item, side).items():
+            total["rows_before"] += item.rows_before
+            total["rows_after"] += item.rows_after
+            for sums, values in (
+                (total["sums_before"], item.sums_before),
+                (total["sums_after"], item.sums_after),
+            ):
+                for column, value in values.items():
                     sums[column] = str(Decimal(sums.get(column, "0")) + Decimal(value))
         return out
 

@@ -26,6 +26,7 @@ found; one committed before is reflected everywhere already.
 from __future__ import annotations
 
 import typing as t
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
@@ -144,7 +145,7 @@ def bootstrap_version(spark: SparkSession, source: str, children: t.Iterable[str
     """The source's version as of the earliest creation of the children's prod tables (None:
     the source did not exist then: compare from empty)."""
     created = [
-        spark.sql(f"DESCRIBE HISTORY {child}").agg({"timestamp": "min"}).first()[0]
+        delta.single_row(spark.sql(f"DESCRIBE HISTORY {child}").agg({"timestamp": "min"}))[0]
         for child in children
     ]
     history = spark.sql(f"DESCRIBE HISTORY {source}")  # a command: filtered as a DataFrame
@@ -152,7 +153,7 @@ def bootstrap_version(spark: SparkSession, source: str, children: t.Iterable[str
     return None if row is None or row[0] is None else int(row[0])
 
 
-def _at_versions(query: exp.Query, versions: dict[str, int | None]) -> exp.Query | None:
+def _at_versions(query: exp.Query, versions: Mapping[str, int | None]) -> exp.Query | None:
     """The dimension's query reading each bronze table at ``versions`` (None: the table as
     empty: the query returns nothing)."""
     if any(v is None for v in versions.values()):
@@ -253,9 +254,9 @@ def detect(
         set().union(*(columns_read(child, dimension.snapshot) for child in dimension.children))
         - {*dimension.key, dimension.valid_from, dimension.valid_to}
     )
-    query = dimension.snapshot.model.render_query()
+    query = dimension.snapshot.model.render_query_or_raise()
     old = _timelines(spark, dimension, _at_versions(query, before), attributes)
-    new = _timelines(spark, dimension, _at_versions(query, versions), attributes)  # type: ignore[arg-type]
+    new = _timelines(spark, dimension, _at_versions(query, versions), attributes)
     altered.windows = altered_windows(old, new)
     for child in dimension.children:
         last = sqlmesh_api.last_computed_day(child)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import typing as t
+from collections.abc import Sequence
 
 from tardy.engine import sqlmesh_api
 from tardy.errors import InputError
@@ -26,10 +27,22 @@ if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlmesh import Context
 
-    from tardy.engine.stage import StagedTable
-
 COMMENT_PREFIX = "tardy restatement "
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class Restated(t.Protocol):
+    """What a view reads of a restated model (``stage.StagedTable`` is one): its staged
+    table and the predicate of its restated intervals. ``stage`` drops environments with
+    the stage, so this module does not import ``stage``."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def staged_table(self) -> str: ...
+
+    def predicate(self, spans: list[list[str]] | None = None) -> str: ...
 
 
 class EnvironmentNameError(InputError):
@@ -61,7 +74,7 @@ def create(
     spark: SparkSession,
     restatement_id: str,
     environment: str,
-    staged: list[StagedTable],
+    staged: Sequence[Restated],
 ) -> dict[str, str]:
     """Create the environment's views; model -> view."""
     by_model = {table.model: table for table in staged}

@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import StrEnum
 
-from tardy.engine.log_schema import JSON_COLUMNS, LOG_TABLE, ensure_log, readable_log
+from tardy.engine.log_schema import JSON_COLUMNS, readable_log
+from tardy.engine.log_schema import LOG_TABLE as LOG_TABLE  # re-exported
 from tardy.engine.log_schema import PERIODS_VIEW as PERIODS_VIEW  # re-exported
+from tardy.engine.log_schema import ensure_log as ensure_log  # re-exported
 from tardy.home import project_root
 
 if t.TYPE_CHECKING:

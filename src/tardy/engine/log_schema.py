@@ -35,6 +35,7 @@ from tardy.engine.promote import failpoint
 
 if t.TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
 LOG_TABLE = "tardy.restatement_log"
 PERIODS_VIEW = "tardy.restated_periods"
@@ -184,12 +185,21 @@ def readable_log(spark: SparkSession) -> DataFrame:
         ensure_log(spark)
         return spark.table(LOG_TABLE)
     present = set(schema.fieldNames())
-    fields = set(schema["manifest"].dataType.fieldNames()) if "manifest" in present else set()  # type: ignore[attr-defined]
+    fields = _field_names(schema["manifest"].dataType) if "manifest" in present else set()
     if any(name not in present for name in TYPED_COLUMNS) or any(
         name not in fields for name in MANIFEST_FIELDS_ADDED
     ):
         ensure_log(spark)
     return spark.table(LOG_TABLE)
+
+
+def _field_names(struct: DataType) -> set[str]:
+    """The field names of a struct column's type (the log's ``manifest``)."""
+    from pyspark.sql.types import StructType
+
+    if not isinstance(struct, StructType):
+        raise TypeError(f"a struct column expected, not {struct.simpleString()}")
+    return set(struct.fieldNames())
 
 
 def missing_columns(spark: SparkSession) -> list[str]:
@@ -211,8 +221,7 @@ def _add_typed_columns(spark: SparkSession) -> None:
 
 
 def missing_manifest_fields(spark: SparkSession) -> list[str]:
-    manifest = spark.table(LOG_TABLE).schema["manifest"].dataType
-    present = set(manifest.fieldNames())  # type: ignore[attr-defined]
+    present = _field_names(spark.table(LOG_TABLE).schema["manifest"].dataType)
     return [name for name in MANIFEST_FIELDS_ADDED if name not in present]
 
 

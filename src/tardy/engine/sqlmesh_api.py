@@ -18,7 +18,9 @@ from sqlglot import exp, parse_one
 from tardy.errors import TardyError
 
 if t.TYPE_CHECKING:
+    import pandas as pd
     from pyspark.sql import DataFrame
+    from sqlglot.lineage import Node
     from sqlmesh import Context
     from sqlmesh.core.snapshot import DeployabilityIndex, Snapshot
 
@@ -69,7 +71,19 @@ def has_intervals(snapshot: Snapshot) -> bool:
 
 
 def time_column(snapshot: Snapshot) -> str:
-    return snapshot.model.time_column.column.name
+    """The model's time column; only a model computed by intervals has one."""
+    column = snapshot.model.time_column
+    if column is None:
+        raise ValueError(f"{snapshot.model.name} has no time column (a view)")
+    return column.column.name
+
+
+def version(snapshot: Snapshot) -> str:
+    """The snapshot's version; every snapshot of an environment has one (SQLMesh sets it
+    when planning)."""
+    if snapshot.version is None:
+        raise ValueError(f"{snapshot.model.name}: a snapshot without a version (not planned)")
+    return snapshot.version
 
 
 def grain(snapshot: Snapshot) -> list[str]:
@@ -145,7 +159,7 @@ class Renderer:
         first: str,
         last: str,
         variables: dict[str, t.Any] | None = None,
-    ) -> list[exp.Query | DataFrame]:
+    ) -> list[exp.Query | DataFrame | pd.DataFrame]:
         """The model's rows for [first, last]: a SQL query (SQL models) or DataFrames (Python),
         with ``variables`` set for this render only (``@VAR``, ``evaluator.var``)."""
         from sqlmesh.core.context import ExecutionContext
@@ -262,7 +276,9 @@ def render_macros(context: Context, model_name: str, sql: str) -> str:
     model = context.get_model(model_name)
     evaluator = MacroEvaluator(dialect="spark", python_env=model.python_env)
     rendered = evaluator.transform(parse_one(sql, dialect="spark"))
-    return rendered.sql("spark")  # type: ignore[union-attr]
+    if not isinstance(rendered, exp.Expr):  # macros that render to nothing, or to many
+        raise ValueError(f"{model_name}: {sql!r} does not render to one expression")
+    return rendered.sql("spark")
 
 
 def time_lineage(context: Context, child: Snapshot, parent: Snapshot) -> exp.Expr | None:
@@ -282,7 +298,7 @@ def time_lineage(context: Context, child: Snapshot, parent: Snapshot) -> exp.Exp
     parent_table = exp.to_table(parent.name)
     parent_column = time_column(parent)
 
-    def resolve(current: t.Any) -> exp.Expr | None:
+    def resolve(current: Node) -> exp.Expr | None:
         expression = current.expression
         if isinstance(expression, exp.Alias):
             expression = expression.this

@@ -36,7 +36,7 @@ from tardy.key_index import KEY_RESTRICTION_VARIABLE, KeySet
 from tardy.sql import in_list
 
 if t.TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from sqlmesh import Context
     from sqlmesh.core.snapshot import Snapshot
 
@@ -134,7 +134,7 @@ def prepare(
         time_column=sqlmesh_api.time_column(snapshot),
         version_before=version,
         intervals=intervals,
-        snapshot_version=snapshot.version,
+        snapshot_version=sqlmesh_api.version(snapshot),
     )
 
 
@@ -161,17 +161,18 @@ def write(
     if not rendered:  # a Python model that yielded nothing: the intervals become empty
         source = f"(SELECT * FROM {table.staged_table} WHERE FALSE)"
     elif len(queries) == len(rendered):
-        branches = [
+        branches: list[exp.Query] = [
             exp.select("*").from_(query.subquery(f"_interval_{i}"))
             for i, query in enumerate(queries)
         ]
-        union = reduce(lambda a, b: exp.union(a, b, distinct=False), branches)
+        union = reduce(_union_all, branches)
         source = f"({union.sql(dialect='spark', identify=True)})"
     else:  # DataFrames (a Python model): one union, read through a temporary view
-        frames = [
-            spark.createDataFrame(part) if isinstance(part, pd.DataFrame) else part
-            for part in rendered
-        ]
+        frames: list[DataFrame] = []
+        for part in rendered:
+            if isinstance(part, exp.Query):  # a model renders queries or DataFrames, not both
+                raise TypeError(f"{table.model} rendered both queries and DataFrames")
+            frames.append(spark.createDataFrame(part) if isinstance(part, pd.DataFrame) else part)
         view = "_tardy_stage_" + re.sub(r"\W", "_", table.model)
         reduce(lambda a, b: a.unionByName(b), frames).createOrReplaceTempView(view)
         source = view
@@ -192,6 +193,10 @@ def write(
     finally:
         if view is not None:
             spark.catalog.dropTempView(view)
+
+
+def _union_all(left: exp.Query, right: exp.Query) -> exp.Query:
+    return exp.union(left, right, distinct=False)
 
 
 def drop_stage(context: Context, spark: SparkSession) -> None:

@@ -174,7 +174,7 @@ def bronze_rows(
     arrival_date: date = arrival.date()
     ingested = ingested_at.astimezone(UTC).replace(tzinfo=None)
     table = table_of(landing_file.source_system)
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for number, line in enumerate(lines, start=1):
         text, fields, error = parse_landing_line(line, table.fields)
         rows.append(

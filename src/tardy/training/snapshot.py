@@ -178,8 +178,9 @@ def build(
     }
     known_last = max(daily["event_date"])  # the label version's last day
     rows = []
-    for record in feats.sort_values(list(KEY)).itertuples(index=False):
-        day, store = record.feature_date, int(record.store_id)
+    for record in feats.sort_values(list(KEY)).to_dict("records"):
+        day: date = record["feature_date"]
+        store = int(record["store_id"])
         if day + horizon > known_last:
             continue  # its label window is not all known yet
         label_value = sum(
@@ -189,7 +190,7 @@ def build(
             ),
             Decimal(0),
         )
-        rows.append([day, store, *(_plain(getattr(record, f)) for f in FEATURES), label_value])
+        rows.append([day, store, *(_plain(record[f]) for f in FEATURES), label_value])
     frame = pd.DataFrame(rows, columns=[*KEY, *FEATURES, LABEL])
     if frame.empty:
         raise InputError(

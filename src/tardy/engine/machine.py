@@ -1,0 +1,446 @@
+"""The state machine of a restatement: the steps that run a plan, and the log they write.
+
+A restatement moves through the restatement log's actions (``tardy.engine.log``):
+``staging`` → ``staged`` (or ``audit_failed``, ``breaker_tripped``, ``discarded``) →
+``promoting`` → ``promoted``. Here are the forward transitions; the caller
+(``tardy.engine.restate``) holds the restatement lock:
+
+- ``stage_all``: each model of the plan (``tardy.engine.plan``), upstream first, is staged in
+  one write (``stage``), audited in one query (``audit``) and diffed in one read (``diff``);
+  only the days whose rows changed cascade to its children;
+- ``stage_and_promote``: logs ``staging``, stages, writes the review files, trips the circuit
+  breaker or logs ``staged``; then creates the environment (left staged) or promotes;
+- ``promote_entry``: promotes (or finishes promoting) what a ``staged`` entry recorded:
+  the changed days (``promote``), the transaction trail, the arrival watermark; then
+  ``publish_versions`` (``tardy.versions``);
+- ``discard_staged``: drops the stage (prod was never touched) and logs ``discarded``;
+- ``advance``: an empty restatement only advances the arrival watermark.
+
+The reverse transitions (rollback, a half-done promotion discarded) are in
+``tardy.engine.undo``. Every step reads back what the log recorded, so each works from a new
+process. Each step's seconds and Spark statements are measured (``delta.Meter``).
+"""
+
+from __future__ import annotations
+
+import json
+import typing as t
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from enum import StrEnum
+
+from tardy import versions as publishing
+from tardy.engine import audit, delta, environment, log, sqlmesh_api, trail
+from tardy.engine import promote as promotion
+from tardy.engine.closure import days_of, ranges
+from tardy.engine.detect import Manifest, advance_watermark
+from tardy.engine.diff import Breaker, Diff, breaker, diff_table
+from tardy.engine.log import Action, LogEntry
+from tardy.engine.plan import Plan, report_dir, snapshot_versions, watermark_target
+from tardy.engine.stage import StagedTable, drop_stage, key_restriction, prepare, write
+from tardy.errors import Refused, RestatementFailed
+from tardy.key_index import KeySet
+
+if t.TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from sqlmesh import Context
+
+
+class RestatementError(RestatementFailed):
+    """A restatement stopped; prod is unchanged unless the message says otherwise."""
+
+
+class BreakerTripped(RestatementError):
+    pass
+
+
+class PendingRestatement(Refused, RestatementError):
+    pass
+
+
+class Status(StrEnum):
+    NOTHING_TO_DO = "nothing_to_do"
+    DRY_RUN = "dry_run"
+    STAGED = "staged"
+    PROMOTED = "promoted"
+    ALREADY_PROMOTED = "already_promoted"
+
+
+@dataclass
+class Outcome:
+    restatement_id: str | None
+    status: Status
+    manifest: Manifest | None = None
+    diff: Diff | None = None
+    evaluated: dict[str, list[list[str]]] = field(default_factory=dict)  # staged intervals
+    promoted: dict[str, list[list[str]]] = field(default_factory=dict)  # changed days committed
+    recovered: str | None = None  # what happened to an interrupted restatement
+    report_dir: str | None = None
+    advanced_watermark: bool = False
+    # While staged: the environment's name and each model's view in it (``environment``).
+    environment: str | None = None
+    views: dict[str, str] = field(default_factory=dict)
+    audits: list[audit.AuditResult] = field(default_factory=list)  # every audit run, staged
+    seconds: dict[str, float] = field(default_factory=dict)  # per step: detect, stage, ...
+    statements: dict[str, int] = field(default_factory=dict)  # Spark statements per step
+    executions: dict[str, int] = field(default_factory=dict)  # and with nested executions
+    # Promoted: the Delta version committed per model, and what that published
+    # (``tardy.versions``: the published models' new versions).
+    table_versions: dict[str, int] = field(default_factory=dict)
+    published: list[dict[str, object]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            **(self.manifest.as_dict() if self.manifest else {}),
+            "restatement_id": self.restatement_id,
+            "status": str(self.status),
+            "evaluated": self.evaluated,
+            "promoted": self.promoted,
+            "diff": self.diff.as_dict() if self.diff else None,
+            "recovered": self.recovered,
+            "report_dir": self.report_dir,
+            "advanced_watermark": self.advanced_watermark,
+            "environment": self.environment,
+            "views": self.views,
+            "audits": [result.as_dict() for result in self.audits],
+            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+            "statements": self.statements,
+            "executions": self.executions,
+            "published": self.published,
+        }
+
+
+def advance(context: Context, spark: SparkSession, manifest: Manifest, reason: str) -> bool:
+    """Advance the arrival watermark as far as the manifest allows (``watermark_target``)."""
+    target = watermark_target(context, manifest.as_dict())
+    if target is None:
+        return False
+    version, stamp, sources = target
+    advance_watermark(spark, version, stamp, reason, sources)
+    return True
+
+
+class _Staging(t.TypedDict):
+    """The fields every log entry of a staging carries."""
+
+    restatement_id: str
+    reason: str
+    intervals: dict[str, log.Spans]
+    bronze_version: int
+    arrival_watermark: datetime | None
+    snapshot_versions: dict[str, str]
+
+
+class _Staged(t.TypedDict):
+    """What the diff and the audits add to the log entries once staged."""
+
+    rows_before: dict[str, dict[str, t.Any]]
+    rows_after: dict[str, dict[str, t.Any]]
+    table_versions_before: dict[str, int]
+    audits: list[audit.AuditResult]
+
+
+@dataclass
+class Staging:
+    tables: list[StagedTable]
+    diff: Diff
+    audits: list[audit.AuditResult]
+
+
+def stage_all(
+    context: Context,
+    spark: SparkSession,
+    restatement_id: str,
+    roots: dict[str, set[date]],
+    meter: delta.Meter,
+    watch: Breaker,
+    keys: dict[str, KeySet] | None = None,
+) -> Staging:
+    """Stage, audit and diff every model the roots reach, upstream first, cascading only the
+    days whose rows changed. A model with known changed ``keys`` that takes the key
+    restriction is written by key (``stage.key_restriction``); the others, and its children,
+    by interval. Raises ``audit.AuditFailed`` (after staging everything) when a blocking
+    audit fails."""
+    plan = Plan(context, roots)
+    renderer = sqlmesh_api.Renderer.for_prod(context, execution_day=plan.last_day())
+    changed: dict[str, set[date]] = {}
+    tables: list[StagedTable] = []
+    intervals = []
+    results: list[audit.AuditResult] = []
+    trips = []
+    for snapshot in plan.models():
+        name = snapshot.model.name
+        days = plan.days(name, changed)
+        if not days:
+            continue
+        renderer.stage(snapshot)  # it and its children now read its staged table
+        with meter.step("stage"):
+            restriction = key_restriction(snapshot, (keys or {}).get(name))
+            table = prepare(spark, snapshot, plan.snapshots, ranges(days), restriction)
+            write(spark, renderer, snapshot, table, restriction)
+        with meter.step("audit"):
+            variables = restriction.variables() if restriction else None
+            results += audit.run(spark, renderer, snapshot, table.intervals, variables)
+        with meter.step("diff"):
+            table_diff = diff_table(spark, table, sqlmesh_api.grain(snapshot))
+        changed[name] = table_diff.changed_days
+        table.changed = ranges(changed[name])
+        tables.append(table)
+        intervals += table_diff.intervals
+        if name == watch.model:
+            trips = breaker(table_diff, watch)
+        promotion.failpoint("stage", len(tables))
+    review = Diff(restatement_id, intervals, watch.threshold, trips, watch.model)
+    if any(r.failed and r.blocking for r in results):
+        raise audit.AuditFailed(results)
+    return Staging(tables, review, results)
+
+
+def stage_and_promote(
+    context: Context,
+    spark: SparkSession,
+    restatement_id: str,
+    reason: str,
+    manifest: Manifest,
+    meter: delta.Meter,
+    *,
+    promote: bool,
+    accept_large_change: bool,
+    watch: Breaker,
+    environment_name: str,
+) -> Outcome:
+    base = _Staging(
+        restatement_id=restatement_id,
+        reason=reason,
+        intervals={m: spans for m, spans in manifest.impacted.items() if spans},
+        bronze_version=manifest.bronze_version,
+        arrival_watermark=_ts(manifest.arrival_watermark),
+        snapshot_versions=snapshot_versions(context),
+    )
+    with meter.step("log"):
+        log.append(spark, LogEntry(action=Action.STAGING, **base))
+    folder = report_dir(restatement_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "manifest.json").write_text(json.dumps(manifest.as_dict(), indent=2, default=str))
+    roots = {model: days_of(spans) for model, spans in manifest.roots.items()}
+    try:
+        staging = stage_all(context, spark, restatement_id, roots, meter, watch, manifest.keys)
+    except audit.AuditFailed as failure:
+        drop_stage(context, spark)
+        failed = LogEntry(
+            action=Action.AUDIT_FAILED,
+            audits=failure.results,
+            **base,
+        )
+        failed.message = str(failure)
+        log.append(spark, failed)
+        raise RestatementError(
+            f"{failure}; prod is unchanged (restatement {restatement_id})"
+        ) from failure
+    except Exception as error:
+        discard_staged(context, spark, restatement_id, reason, f"failed while staging: {error}")
+        raise
+    review, staged = staging.diff, staging.tables
+    (folder / "diff.md").write_text(review.markdown())
+    (folder / "diff.json").write_text(json.dumps(review.as_dict(), indent=2, default=str))
+    totals = review.totals()
+    base["intervals"] = {table.model: table.intervals for table in staged}
+    details = _Staged(
+        rows_before={
+            m: {"rows": v["rows_before"], "sums": v["sums_before"]} for m, v in totals.items()
+        },
+        rows_after={
+            m: {"rows": v["rows_after"], "sums": v["sums_after"]} for m, v in totals.items()
+        },
+        table_versions_before={table.model: table.version_before for table in staged},
+        audits=staging.audits,
+    )
+    if review.breaker and not accept_large_change:
+        drop_stage(context, spark)
+        message = (
+            f"circuit breaker: {len(review.breaker)} closed day(s) change by more than "
+            f"{watch.threshold:.0%} (see {folder / 'diff.md'}); rerun with "
+            "--accept-large-change to promote anyway"
+        )
+        log.append(
+            spark,
+            LogEntry(action=Action.BREAKER_TRIPPED, message=message, **base, **details),
+        )
+        raise BreakerTripped(f"{message}; prod is unchanged (restatement {restatement_id})")
+    with meter.step("log"):
+        log.append(
+            spark,
+            LogEntry(
+                action=Action.STAGED,
+                staged_tables=staged,
+                manifest=manifest,
+                accepted_large_change=bool(review.breaker),
+                message=f"staged {len(staged)} table(s), "
+                f"{sum(1 for table in staged if table.changed)} with changed days",
+                **base,
+                **details,
+            ),
+        )
+    outcome = Outcome(
+        restatement_id,
+        Status.STAGED,
+        manifest,
+        review,
+        evaluated={table.model: table.intervals for table in staged},
+        report_dir=str(folder),
+        audits=staging.audits,
+    )
+    if not promote:
+        with meter.step("environment"):
+            outcome.views = environment.create(
+                context, spark, restatement_id, environment_name, staged
+            )
+        outcome.environment = environment_name
+    if promote:
+        with meter.step("promote"):
+            promoted = promote_entry(context, spark, restatement_id, publish=False)
+        outcome.status = promoted.status
+        outcome.promoted = promoted.promoted
+        outcome.advanced_watermark = promoted.advanced_watermark
+        with meter.step("publish"):
+            outcome.published = publish_versions(context, spark, restatement_id, promoted)
+    outcome.seconds, outcome.statements = dict(meter.seconds), dict(meter.statements)
+    outcome.executions = dict(meter.executions)
+    return outcome
+
+
+def staged_entry(
+    spark: SparkSession, restatement_id: str
+) -> tuple[dict[str, t.Any], list[dict[str, t.Any]]]:
+    rows = log.entries(spark, restatement_id)
+    if not rows:
+        raise RestatementError(f"no restatement {restatement_id} in {log.LOG_TABLE}")
+    staged = [row for row in rows if row["action"] == Action.STAGED]
+    if not staged:
+        raise RestatementError(
+            f"restatement {restatement_id} was never staged ({rows[-1]['status']})"
+        )
+    return staged[-1], rows
+
+
+def staged_tables(entry: dict[str, t.Any]) -> list[StagedTable]:
+    """The staged tables a ``staged`` log entry recorded."""
+    return [StagedTable(**table) for table in entry["staged_tables"]]
+
+
+def publish_versions(
+    context: Context, spark: SparkSession, restatement_id: str, promoted: Outcome
+) -> list[dict[str, object]]:
+    """Publish the new versions of the published models (``tardy.versions``) after a
+    promotion; nothing after a no-op one."""
+    if promoted.status != Status.PROMOTED:
+        return []
+    published = publishing.publish(
+        context, spark, restatement_id=restatement_id, versions=promoted.table_versions
+    )
+    return [p.as_dict() for p in published.publications]
+
+
+def promote_entry(
+    context: Context, spark: SparkSession, restatement_id: str, *, publish: bool = True
+) -> Outcome:
+    """Promote (or finish promoting) a staged restatement, then publish (unless the caller
+    meters publishing itself); the caller holds the lock."""
+    entry, rows = staged_entry(spark, restatement_id)
+    status = rows[-1]["status"]
+    if status == Action.PROMOTED:
+        return Outcome(
+            restatement_id, Status.ALREADY_PROMOTED, report_dir=str(report_dir(restatement_id))
+        )
+    if status not in (Action.STAGED, Action.PROMOTING):
+        raise RestatementError(f"restatement {restatement_id} is {status}: nothing to promote")
+    staged = staged_tables(entry)
+    prod = [s for s in sqlmesh_api.prod_snapshots(context).values() if s.is_model]
+    current = {s.model.name: s.version for s in prod}
+    changed = sorted(m for m, v in entry["snapshot_versions"].items() if current.get(m) != v)
+    if changed:
+        raise promotion.ProdChangedError(
+            f"prod's model versions changed since staging ({', '.join(changed)}): discard "
+            f"restatement {restatement_id} and restate again"
+        )
+    base = {
+        key: entry[key]
+        for key in (
+            "restatement_id",
+            "reason",
+            "intervals",
+            "bronze_version",
+            "arrival_watermark",
+            "snapshot_versions",
+            "table_versions_before",
+            "rows_before",
+            "rows_after",
+        )
+    }
+    # The log's restated periods are the days promotion commits, not every evaluated one.
+    base["intervals"] = {table.model: table.changed for table in staged if table.changed}
+    # Every table is checked before the intent: a refusal (prod changed since staging) leaves
+    # the restatement staged and prod untouched, to be discarded and restated.
+    checked = promotion.check(spark, restatement_id, staged)
+    if status == Action.STAGED:
+        log.append(spark, LogEntry(action=Action.PROMOTING, **base))
+    versions, committed = promotion.promote(spark, restatement_id, staged, checked)
+    trail.record_promotion(
+        spark,
+        restatement_id,
+        entry["reason"],
+        log.actor(),
+        staged,
+        versions,
+        {s.model.name: sqlmesh_api.grain(s) for s in prod},
+    )
+    promotion.failpoint("trail", 1)
+    manifest = entry["manifest"]
+    target = watermark_target(context, manifest)
+    advanced = target is not None
+    if target is not None:
+        version, stamp, sources = target
+        advance_watermark(
+            spark, version, stamp, f"restatement {restatement_id}: {entry['reason']}", sources
+        )
+    log.append(
+        spark,
+        LogEntry(
+            action=Action.PROMOTED,
+            table_versions_after=versions,
+            message=f"committed {', '.join(committed) or 'nothing new'} in this call; "
+            f"{len(versions)} of {len(staged)} staged tables had changed days",
+            **base,
+        ),
+    )
+    drop_stage(context, spark)
+    outcome = Outcome(
+        restatement_id,
+        Status.PROMOTED,
+        evaluated={table.model: table.intervals for table in staged},
+        promoted={table.model: table.changed for table in staged if table.changed},
+        report_dir=str(report_dir(restatement_id)),
+        advanced_watermark=advanced,
+        table_versions=versions,
+    )
+    if publish:
+        outcome.published = publish_versions(context, spark, restatement_id, outcome)
+    return outcome
+
+
+def discard_staged(
+    context: Context, spark: SparkSession, restatement_id: str, reason: str | None, why: str
+) -> None:
+    """Drop the staged clones and log the discard (prod was never touched)."""
+    drop_stage(context, spark)
+    if reason is not None:
+        log.append(
+            spark,
+            LogEntry(
+                restatement_id=restatement_id, action=Action.DISCARDED, reason=reason, message=why
+            ),
+        )
+
+
+def _ts(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
