@@ -64,8 +64,12 @@ def test_demo_prints_the_summary_and_is_rerunnable(engine, demo_home: Path, tmp_
     named = story["named"]
     assert named["status"] == "promoted" and named["promoted"] == {}
     assert list(named["evaluated"]) == ["gold.weekly_store_revenue"]
-    for step in ("5. tardy detect", "6. tardy restate --no-promote", "7. tardy promote"):
+    for step in ("6. tardy detect", "7. tardy restate --no-promote", "8. tardy promote"):
         assert step in first.stderr, step
+    # The model trained before the restatement was made stale by it and retrained after it.
+    models = story["models"]
+    assert models["trained"] == 1 and models["stale"] == [1] and models["retrained"] == 2
+    assert models["champion"] in (1, 2) and models["promoted"] == (models["champion"] == 2)
     assert "Days changed by restatements" in first.stderr
     assert "demo: late and corrected sales for closed days" in first.stderr
     rows = summary["rows"]
@@ -87,6 +91,7 @@ def test_demo_prints_the_summary_and_is_rerunnable(engine, demo_home: Path, tmp_
     # Re-run: nothing is left to restate; the named week is recomputed equal again.
     assert again_story["restatement"]["status"] == "nothing_to_do"
     assert again_story["named"]["promoted"] == {}
+    assert again_story["models"] == {"trained": None}  # kept: no restatement, no retrain
     # Neither the JVM's start-up banner nor SQLMesh's DuckDB-state warning reaches the
     # terminal on the embedded default: the JVM's own output is in the data home's log.
     for noise in ("setLogLevel", "log level", "not recommended for storing SQLMesh state"):
@@ -110,6 +115,11 @@ def assert_report_pages_render(
     restated = story["restatement"]["restatement_id"]
     assert restated in page.text and "demo: late and corrected sales for closed days" in page.text
     assert page.screenshot.stat().st_size > 10_000
+    # The models section names both versions, each linked to its files, v1 stale.
+    assert "Models trained on published versions" in page.text
+    assert f"({restated}):" in page.text and "gold.store_features@v2" in page.text
+    links = report.read_text().split('<section id="models">')[1].count('<a href="file://')
+    assert links == 2
 
     out, _ = in_process(engine, home, "report", "--restatement", restated, "--json")
     written = json.loads(out)
