@@ -7,6 +7,8 @@ MODEL (
     lookback 3
   ),
   grain record_id,
+  -- The invalid rows of the source it reads: detection compares them with bronze's.
+  tags (quarantine),
   audits (
     unique_values(columns := (record_id)),
     not_null(columns := (report_date, record_id, arrival_ts, reason, raw_record)),

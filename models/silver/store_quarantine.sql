@@ -3,6 +3,7 @@ MODEL (
   -- A view, as silver.store_versions: every invalid store change, always current.
   kind VIEW,
   grain record_id,
+  tags (quarantine),
   audits (
     unique_values(columns := (record_id)),
     not_null(columns := (record_id, arrival_ts, reason, raw_record)),

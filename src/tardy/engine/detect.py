@@ -36,9 +36,9 @@ from tardy.sql import in_list
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlmesh import Context
+    from sqlmesh.core.snapshot import Snapshot
 
-SILVER = "silver.sales_transactions"
-QUARANTINE = "silver.sales_quarantine"
+QUARANTINE_TAG = "quarantine"  # the model of a source's invalid rows (its MODEL block's tags)
 WATERMARK_TABLE = "tardy.arrival_watermarks"
 WATERMARK_DDL = f"""
 CREATE TABLE IF NOT EXISTS {WATERMARK_TABLE} (
@@ -228,11 +228,41 @@ def bronze_version(spark: SparkSession) -> int:
     return delta.version(spark, BRONZE_TABLE)
 
 
-def _render(context: Context, sql: str) -> str:
-    return sqlmesh_api.render_macros(context, SILVER, sql)
+@dataclass(frozen=True)
+class FactModels:
+    """The two models that read the sales source (``BRONZE_TABLE``), from the DAG and their
+    metadata: its winners (``silver``, keyed by its grain) and its invalid rows
+    (``quarantine``, tagged ``quarantine``)."""
+
+    silver: str
+    key: str
+    quarantine: str
 
 
-def _key_filters(context: Context, spark: SparkSession, new_rows: str) -> KeyFilters | None:
+def fact_models(snapshots: t.Iterable[Snapshot]) -> FactModels:
+    readers = [
+        s
+        for s in snapshots
+        if s.is_model and BRONZE_TABLE in {dimension.plain_name(p.name) for p in s.parents}
+    ]
+    quarantine = [s for s in readers if QUARANTINE_TAG in s.model.tags]
+    silver = [s for s in readers if QUARANTINE_TAG not in s.model.tags]
+    if len(quarantine) != 1 or len(silver) != 1:
+        raise ValueError(
+            f"{BRONZE_TABLE} must be read by one model tagged {QUARANTINE_TAG!r} and one "
+            f"other, found {sorted(s.model.name for s in readers)}"
+        )
+    (winners,) = silver
+    return FactModels(winners.model.name, sqlmesh_api.grain(winners)[0], quarantine[0].model.name)
+
+
+def _render(context: Context, facts: FactModels, sql: str) -> str:
+    return sqlmesh_api.render_macros(context, facts.silver, sql)
+
+
+def _key_filters(
+    context: Context, facts: FactModels, spark: SparkSession, new_rows: str
+) -> KeyFilters | None:
     """Literal filters for CHANGES_SQL from the (few) new rows, or None when there are more
     than MAX_INLINED_ROWS.
 
@@ -245,7 +275,7 @@ def _key_filters(context: Context, spark: SparkSession, new_rows: str) -> KeyFil
     """
     key_date = key_date_expression(exp.column("k")).sql("spark")
     sql = NEW_ROWS_SQL.format(new_rows=new_rows, key_date=key_date)
-    rows = spark.sql(_render(context, sql) + f" LIMIT {MAX_INLINED_ROWS + 1}").collect()
+    rows = spark.sql(_render(context, facts, sql) + f" LIMIT {MAX_INLINED_ROWS + 1}").collect()
     if len(rows) > MAX_INLINED_ROWS:
         return None
     valid = [r for r in rows if r.is_valid and r.k is not None]
@@ -264,7 +294,7 @@ def _key_filters(context: Context, spark: SparkSession, new_rows: str) -> KeyFil
     bronze_keys = records_of_literal_keys(touched, (d.isoformat() for d in arrival_dates))
     filters = {
         "bronze_keys": bronze_keys.sql("spark"),
-        "silver_keys": in_list("s.transaction_id", touched),
+        "silver_keys": in_list(f"s.{facts.key}", touched),
         "quarantine_ids": in_list("record_id", invalid),
     }
     return KeyFilters(filters, {k: frozenset(dates) for k, dates in located.items()})
@@ -274,7 +304,7 @@ NEW_ROWS_VIEW = "_tardy_new_bronze_rows"
 
 
 def _changes(
-    context: Context, spark: SparkSession, since: int | None, until: int
+    context: Context, facts: FactModels, spark: SparkSession, since: int | None, until: int
 ) -> tuple[list[t.Any], KeyFilters | None]:
     """The rows of CHANGES_SQL for the bronze rows added after version ``since`` through
     version ``until``, and the literal key filters when the new rows were few enough.
@@ -287,10 +317,10 @@ def _changes(
     """
     from pyspark.errors import PySparkException
 
-    tables = dict(bronze=BRONZE_TABLE, silver=SILVER, quarantine=QUARANTINE)
+    tables = dict(bronze=BRONZE_TABLE, silver=facts.silver, quarantine=facts.quarantine)
     if since is None:
         sql = CHANGES_SQL.format(new_rows=BRONZE_TABLE, **tables, **SEMI_JOIN_FILTERS)
-        return spark.sql(_render(context, sql)).collect(), None
+        return spark.sql(_render(context, facts, sql)).collect(), None
     try:
         new = spark.sql(f"SELECT * FROM table_changes('{BRONZE_TABLE}', {since + 1}, {until})")
         new = new.drop("_change_type", "_commit_version", "_commit_timestamp").localCheckpoint()
@@ -302,10 +332,10 @@ def _changes(
         ).localCheckpoint()
     new.createOrReplaceTempView(NEW_ROWS_VIEW)
     try:
-        literal = _key_filters(context, spark, NEW_ROWS_VIEW)
+        literal = _key_filters(context, facts, spark, NEW_ROWS_VIEW)
         filters = literal.filters if literal else SEMI_JOIN_FILTERS
         sql = CHANGES_SQL.format(new_rows=NEW_ROWS_VIEW, **tables, **filters)
-        return spark.sql(_render(context, sql)).collect(), literal
+        return spark.sql(_render(context, facts, sql)).collect(), literal
     finally:
         spark.catalog.dropTempView(NEW_ROWS_VIEW)
 
@@ -321,12 +351,17 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
         f"SELECT MAX(arrival_ts) AS m FROM {BRONZE_TABLE} VERSION AS OF {version} {newer}"
     )
     latest = delta.single_row(arrival).m
-    changes, literal = _changes(context, spark, since, version) if since != version else ([], None)
-    found = {
-        SILVER: {d for r in changes if r.kind == "silver" for d in (r.new_day, r.old_day) if d},
-        QUARANTINE: {r.new_day for r in changes if r.kind == "quarantine"},
-    }
     closure = Closure(context, sqlmesh_api.model_snapshots(context))
+    facts = fact_models(closure.snapshots.values())
+    changes, literal = (
+        _changes(context, facts, spark, since, version) if since != version else ([], None)
+    )
+    found = {
+        facts.silver: {
+            d for r in changes if r.kind == "silver" for d in (r.new_day, r.old_day) if d
+        },
+        facts.quarantine: {r.new_day for r in changes if r.kind == "quarantine"},
+    }
     roots: dict[str, set[date]] = {}
     absorbed: dict[str, list[list[str]]] = {}
     for model, days in found.items():
@@ -363,10 +398,10 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
             windows[dim.name] = [w.as_dict() for w in altered.windows]
     reached = closure.downstream(roots)
     reasons |= {
-        SILVER: f"{sum(r.kind == 'silver' for r in changes)} transactions whose prod row "
-        "differs from their bronze records (new versions, duplicates, corrections, voids)",
-        QUARANTINE: f"{sum(r.kind == 'quarantine' for r in changes)} invalid rows missing from "
-        "the quarantine",
+        facts.silver: f"{sum(r.kind == 'silver' for r in changes)} transactions whose prod "
+        "row differs from their bronze records (new versions, duplicates, corrections, voids)",
+        facts.quarantine: f"{sum(r.kind == 'quarantine' for r in changes)} invalid rows "
+        "missing from the quarantine",
     }
     for model in reached:
         if model not in reasons:
@@ -387,7 +422,7 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
         altered=windows,
     )
     if literal is not None:  # the changed keys are known: staging may restrict silver to them
-        manifest.keys[SILVER] = literal.key_set(r.k for r in changes if r.kind == "silver")
+        manifest.keys[facts.silver] = literal.key_set(r.k for r in changes if r.kind == "silver")
     manifest.stock_commands = list(dict.fromkeys(commands))
     return manifest
 

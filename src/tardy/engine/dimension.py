@@ -2,7 +2,7 @@
 alters.
 
 A *dimension* is a model that declares the columns bounding a version's validity with the
-tag ``validity=<valid_from>,<valid_to>`` (``silver.store_versions``); its key is its grain
+tag ``validity=<valid_from>,<valid_to>`` in its MODEL block; its key is its grain
 without ``valid_from``; it reads bronze tables only (its parents outside the project). Its
 children join it as of their event time, and the attributes that matter are the columns the
 children read from it (SQLMesh's rendered queries; a manager-only change does not alter a
@@ -107,7 +107,7 @@ def dimensions(context: Context, snapshots: list[Snapshot]) -> list[Dimension]:
         valid_from, _, valid_to = (part.strip() for part in tag.partition(","))
         key = tuple(c for c in sqlmesh_api.grain(snapshot) if c != valid_from)
         sources = tuple(
-            _plain_name(parent.name) for parent in snapshot.parents if parent.name not in by_fqn
+            plain_name(parent.name) for parent in snapshot.parents if parent.name not in by_fqn
         )
         children = tuple(
             other for other in snapshots if snapshot.name in {p.name for p in other.parents}
@@ -116,7 +116,7 @@ def dimensions(context: Context, snapshots: list[Snapshot]) -> list[Dimension]:
     return out
 
 
-def _plain_name(table: str | exp.Table) -> str:
+def plain_name(table: str | exp.Table) -> str:
     """``schema.table``, the way the watermark records a bronze table."""
     table = exp.to_table(table) if isinstance(table, str) else table
     return f"{table.db}.{table.name}"
@@ -160,7 +160,7 @@ def _at_versions(query: exp.Query, versions: Mapping[str, int | None]) -> exp.Qu
         return None
     query = query.copy()
     for table in query.find_all(exp.Table):
-        name = _plain_name(table)
+        name = plain_name(table)
         if name in versions:
             table.set(
                 "version",

@@ -2,11 +2,11 @@
 
 While a restatement waits for review (``tardy restate --no-promote``), every model of the
 project is readable as a view in an environment named after it, with SQLMesh's own naming for
-environment schemas (``silver__<env>.sales_transactions``): a restated model's view reads its
+environment schemas (``<schema>__<env>.<table>``): a restated model's view reads its
 staged table over the restated intervals and prod for every other interval, i.e. the table as
 it would be after promotion; every other model's view reads prod. Plain Spark SQL, a notebook,
-a BI tool or ``sqlmesh table_diff silver.sales_transactions:silver__<env>.sales_transactions
---on transaction_id`` work on it. Prod's views are never touched.
+a BI tool or ``sqlmesh table_diff <schema>.<table>:<schema>__<env>.<table> --on <key>`` work
+on it. Prod's views are never touched.
 
 The environment's schemas carry a comment naming the restatement (``COMMENT``): dropping the
 stage (promote, discard, a failed gate, rollback's recovery) drops every schema so marked,

@@ -30,7 +30,7 @@ class NoProdError(TardyError):
 
 
 def prod_snapshots(context: Context) -> dict[str, Snapshot]:
-    """Prod's snapshots by model name (``silver.sales_transactions``)."""
+    """Prod's snapshots by model name (``<schema>.<table>``)."""
     env = context.state_sync.get_environment("prod")
     if env is None:
         raise NoProdError("no prod environment yet: run `sqlmesh plan` first")
