@@ -201,7 +201,7 @@ def run_demo(
     console.print(str(report), markup=False, highlight=False, soft_wrap=True)
 
     with console.status("Summarising"):
-        summary = summarize(spark, grace_days)
+        summary = summarize(context, spark, grace_days)
     return DemoResult(
         first_landing,
         first_ingest,

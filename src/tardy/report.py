@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import typing as t
 from dataclasses import asdict, dataclass
 
 from pyspark.sql import SparkSession
@@ -12,15 +13,8 @@ from pyspark.sql import SparkSession
 from tardy.engine.delta import single_row
 from tardy.ingest.tables import BRONZE_TABLE
 
-LAYERS = (
-    BRONZE_TABLE,
-    "silver.sales_transactions",
-    "silver.sales_quarantine",
-    "gold.daily_store_revenue",
-    "gold.weekly_store_revenue",
-    "gold.monthly_store_revenue",
-    "gold.store_features",
-)
+if t.TYPE_CHECKING:
+    from sqlmesh import Context
 
 
 @dataclass
@@ -34,8 +28,17 @@ class Summary:
         return asdict(self)
 
 
-def summarize(spark: SparkSession, grace_days: int) -> Summary:
-    rows = {table: spark.table(table).count() for table in LAYERS}
+def layers(context: Context) -> list[str]:
+    """Every table of the project, upstream first (``context.dag``): the external ones
+    (bronze) and each model that is not a view."""
+    models = {m.fqn: m for m in context.models.values()}
+    return [
+        models[fqn].name for fqn in context.dag if fqn in models and not models[fqn].kind.is_view
+    ]
+
+
+def summarize(context: Context, spark: SparkSession, grace_days: int) -> Summary:
+    rows = {table: spark.table(table).count() for table in layers(context)}
     bronze = spark.sql(
         f"""
         SELECT

@@ -18,7 +18,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     from tardy.report import summarize
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
-    summary = summarize(spark_of(context), int(context.config.variables["grace_days"]))
+    summary = summarize(context, spark_of(context), int(context.config.variables["grace_days"]))
     if args.json:
         print_json(summary.as_dict())
     else:
