@@ -250,7 +250,8 @@ def fact_models(snapshots: t.Iterable[Snapshot]) -> FactModels:
     if len(quarantine) != 1 or len(silver) != 1:
         raise ValueError(
             f"{BRONZE_TABLE} must be read by one model tagged {QUARANTINE_TAG!r} and one "
-            f"other, found {sorted(s.model.name for s in readers)}"
+            f"other, found {sorted(s.model.name for s in readers)} in prod (after a change "
+            "to the models' tags, `sqlmesh plan` applies it)"
         )
     (winners,) = silver
     return FactModels(winners.model.name, sqlmesh_api.grain(winners)[0], quarantine[0].model.name)
