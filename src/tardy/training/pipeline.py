@@ -11,7 +11,6 @@ on the challenger's held-out rows (the corrected truth) and moves the alias by t
 
 from __future__ import annotations
 
-import time
 import typing as t
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,6 +140,7 @@ class Retrained:
     promoted: bool
     reason: str
     snapshot: dict[str, object]
+    statements: int
     seconds: float
 
     def as_dict(self) -> dict[str, object]:
@@ -157,6 +157,7 @@ class Retrained:
             "promoted": self.promoted,
             "reason": self.reason,
             "snapshot": self.snapshot,
+            "statements": self.statements,
             "seconds": self.seconds,
         }
 
@@ -170,10 +171,10 @@ def retrain(
 ) -> Retrained:
     """Retrain after ``restatement_id`` with the champion's parameters (``alpha`` overrides
     its own), backtest both on the same rows and move the alias by ``lineage.decide``."""
-    started = time.perf_counter()
-    lineage.superseded(restatement_id, publications(spark))  # refuses an unknown id
+    meter = Meter(spark)
     registry = Registry(home)
-    with registry.changing():
+    with meter.step("retrain"), registry.changing():
+        lineage.superseded(restatement_id, publications(spark))  # refuses an unknown id
         champion = registry.champion()
         if champion is None:
             raise InputError(f"no {MODEL_NAME}@{ALIAS} to retrain: run `tardy train` first")
@@ -200,7 +201,8 @@ def retrain(
         verdict.promote,
         verdict.reason,
         snap.as_dict(),
-        round(time.perf_counter() - started, 3),
+        meter.statements["retrain"],
+        round(meter.seconds["retrain"], 3),
     )
 
 
