@@ -418,6 +418,19 @@ def _first_cases(at: _Layout) -> Iterator[HostileCase]:
         detail="symbolic link",
     )
 
+    stray = _write(
+        at.root / "unknown_feed" / batch.name / "stray.jsonl",
+        _jsonl([at.line("stray", n) for n in range(2)]),
+    )
+    yield HostileCase(
+        "undeclared-folder",
+        stray,
+        Outcome.REFUSED,
+        "a file of a landing folder no source declares (sources.yaml) is refused and left "
+        "untouched, never guessed to be sales",
+        detail="declared by no source",
+    )
+
     dotdot = at.root / SOURCE / ".." / ".." / at.outside.name / SOURCE / batch.name / escape.name
     yield HostileCase(
         "dotdot-outside",

@@ -1,9 +1,9 @@
 """Alerts a scheduler can act on: ``tardy status --check`` exits non-zero on any of them.
 
-Thresholds live in ``project.yaml``'s variables, tiered the way freshness targets are: a
-real-time dashboard tolerates little lag, a month close a lot. ``lateness_alert_tiers`` names
-each tier's limits; ``lateness_alert_sources`` gives each source system its tier (``"*"``: any
-source not named); ``pending_late_data_max_age_hours`` bounds how long late data for final
+Thresholds are tiered the way freshness targets are: a real-time dashboard tolerates little
+lag, a month close a lot. ``project.yaml``'s ``lateness_alert_tiers`` names each tier's
+limits; each declared source names its tier (``lateness`` in ``sources.yaml``,
+``tardy.sources``); ``pending_late_data_max_age_hours`` bounds how long late data for final
 days may wait for a restatement.
 
 * **Late ratio / p99 lag** (per source, from ``tardy.status``'s lateness): an alert when the
@@ -28,7 +28,6 @@ if t.TYPE_CHECKING:
     from tardy.status import SourceStatus, Status
 
 TIERS_VARIABLE = "lateness_alert_tiers"
-SOURCES_VARIABLE = "lateness_alert_sources"
 PENDING_AGE_VARIABLE = "pending_late_data_max_age_hours"
 ANY_SOURCE = "*"
 
@@ -83,9 +82,10 @@ class Thresholds:
         return None if name is None else self.tiers[name]
 
 
-def thresholds(variables: dict[str, t.Any]) -> Thresholds:
-    """The thresholds configured in ``project.yaml``'s variables; a clear error when a source
-    names a tier that is not defined or a limit is not a number."""
+def thresholds(variables: dict[str, t.Any], source_tiers: dict[str, str]) -> Thresholds:
+    """The tiers configured in ``project.yaml``'s variables and each source's tier
+    (``source_tiers``: ``sources.yaml``'s ``lateness``, ``"*"`` for any other); a clear error
+    when a source names a tier that is not defined or a limit is not a number."""
     raw_tiers = variables.get(TIERS_VARIABLE) or {}
     tiers = {}
     for name, limits in raw_tiers.items():
@@ -98,11 +98,11 @@ def thresholds(variables: dict[str, t.Any]) -> Thresholds:
                 f"project.yaml: {TIERS_VARIABLE}.{name} needs numbers {Metric.LATE_RATIO} and "
                 f"{Metric.LAG_HOURS_P99} ({error})"
             ) from error
-    sources = {str(k): str(v) for k, v in (variables.get(SOURCES_VARIABLE) or {}).items()}
+    sources = {str(k): str(v) for k, v in source_tiers.items()}
     unknown = sorted(f"{s}: {tier}" for s, tier in sources.items() if tier not in tiers)
     if unknown:
         raise InputError(
-            f"project.yaml: {SOURCES_VARIABLE} names tiers not in {TIERS_VARIABLE}: "
+            f"sources.yaml: lateness names tiers not in project.yaml's {TIERS_VARIABLE}: "
             + ", ".join(unknown)
         )
     age = variables.get(PENDING_AGE_VARIABLE)

@@ -53,6 +53,7 @@ PROJECT_PARTS = (
     "config.py",
     SETTINGS_FILE,
     "external_models.yaml",
+    "sources.yaml",
     "models",
     "python_models",
     "macros",

@@ -41,6 +41,7 @@ PROJECT_INPUTS = (
     "config.py",
     "project.yaml",
     "external_models.yaml",
+    "sources.yaml",
     "constraints.txt",
     "models",
     "macros",

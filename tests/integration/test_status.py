@@ -10,6 +10,8 @@ pandas on bronze.
 from __future__ import annotations
 
 import json
+import os
+import typing as t
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -48,10 +50,39 @@ def _sale(transaction_id: str, event_ts: datetime | None) -> str:
     return json.dumps(record)
 
 
+def _declared() -> dict:
+    """The sources.yaml this module uses, read as plain YAML (not by tardy.sources)."""
+    from ruamel.yaml import YAML
+
+    from tardy.sources import FILE_VARIABLE
+
+    return YAML(typ="safe").load(Path(os.environ[FILE_VARIABLE]).read_text())
+
+
 def _land(landing: Path, arrival: datetime, lines: list[str]) -> None:
     folder = landing / PROBE / arrival_dir_name(arrival.replace(tzinfo=UTC))
     folder.mkdir(parents=True)
     (folder / "probe.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def probe_source(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[None]:
+    """The probe is a source of its own (its lateness measured apart): declared in a copy of
+    the project's sources.yaml, as a sales source like ``pos``, for this module."""
+    from ruamel.yaml import YAML
+
+    from tardy.home import project_root
+    from tardy.sources import FILE_VARIABLE
+
+    yaml = YAML(typ="safe")
+    declared = yaml.load((project_root() / "sources.yaml").read_text())
+    declared["sources"][PROBE] = {**declared["sources"]["pos"], "lateness": "daily"}
+    copy = tmp_path_factory.mktemp("sources") / "sources.yaml"
+    with copy.open("w") as handle:
+        yaml.dump(declared, handle)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(FILE_VARIABLE, str(copy))
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -324,12 +355,13 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
     monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, []))
     monkeypatch.setattr(tardy.status, "status", lambda context, spark: lake.status)
     variables = context.config.variables
-    tiers, sources = variables["lateness_alert_tiers"], variables["lateness_alert_sources"]
+    tiers = variables["lateness_alert_tiers"]
+    sources = {name: body["lateness"] for name, body in _declared()["sources"].items()}
     expected = {
         (s.source_system, metric)
         for s in lake.status.sources
         for metric in ("late_ratio", "lag_hours_p99")
-        if getattr(s, metric) > tiers[sources.get(s.source_system, sources["*"])][metric]
+        if getattr(s, metric) > tiers[sources[s.source_system]][metric]
     }
     if lake.status.pending_age_hours > variables["pending_late_data_max_age_hours"]:
         expected.add(("*", "pending_age_hours"))

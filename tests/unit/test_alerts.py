@@ -14,9 +14,9 @@ VARIABLES = {
         "realtime": {"late_ratio": 0.01, "lag_hours_p99": 6},
         "month_close": {"late_ratio": 1.0, "lag_hours_p99": 744},
     },
-    "lateness_alert_sources": {"pos": "realtime", "*": "month_close"},
     "pending_late_data_max_age_hours": 72,
 }
+TIERS = {"pos": "realtime", "*": "month_close"}  # sources.yaml's `lateness`, per source
 
 
 def source(name: str, late_ratio: float | None, p99: float | None) -> SourceStatus:
@@ -40,7 +40,7 @@ def status(*sources: SourceStatus, pending: bool = False, age: float | None = No
 
 
 def found(result: Status) -> set[tuple[str, str]]:
-    return {(a.source, str(a.metric)) for a in check(result, thresholds(VARIABLES))}
+    return {(a.source, str(a.metric)) for a in check(result, thresholds(VARIABLES, TIERS))}
 
 
 def test_each_source_against_its_tier_and_the_star_for_the_others() -> None:
@@ -63,7 +63,7 @@ def test_limits_are_upper_bounds_and_unmeasured_sources_raise_nothing() -> None:
 
 def test_pending_age_over_the_limit_alerts() -> None:
     assert found(status(age=72.0)) == set()
-    alerts = check(status(age=72.5), thresholds(VARIABLES))
+    alerts = check(status(age=72.5), thresholds(VARIABLES, TIERS))
     assert [(a.source, a.metric, a.value) for a in alerts] == [
         (ANY_SOURCE, Metric.PENDING_AGE_HOURS, 72.5)
     ]
@@ -71,11 +71,13 @@ def test_pending_age_over_the_limit_alerts() -> None:
 
 
 def test_no_thresholds_configured_checks_nothing() -> None:
-    assert check(status(source("pos", 1.0, 1e9), age=1e9), thresholds({})) == []
+    assert check(status(source("pos", 1.0, 1e9), age=1e9), thresholds({}, {})) == []
 
 
 def test_bad_configuration_is_a_clear_error() -> None:
-    with pytest.raises(InputError, match="names tiers not in lateness_alert_tiers: pos: hourly"):
-        thresholds({**VARIABLES, "lateness_alert_sources": {"pos": "hourly"}})
+    with pytest.raises(
+        InputError, match="names tiers not in project.yaml's lateness_alert_tiers: pos: hourly"
+    ):
+        thresholds(VARIABLES, {"pos": "hourly"})
     with pytest.raises(InputError, match="lateness_alert_tiers.realtime needs numbers"):
-        thresholds({**VARIABLES, "lateness_alert_tiers": {"realtime": {"late_ratio": "x"}}})
+        thresholds({**VARIABLES, "lateness_alert_tiers": {"realtime": {"late_ratio": "x"}}}, TIERS)

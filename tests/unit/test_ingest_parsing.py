@@ -11,12 +11,16 @@ import pytest
 from tardy.ingest.discovery import describe, discover
 from tardy.ingest.errors import IngestError
 from tardy.ingest.parsing import parse_event_ts, parse_line
+from tardy.ingest.tables import table_of
+
+SALES = table_of("pos").fields  # the fields the project declares for sales (sources.yaml)
 
 
 def test_fields_keep_their_json_text() -> None:
     fields, error = parse_line(
         '{"transaction_id":"T1","record_type":"sale","store_id":3,"product_id":7,'
-        '"quantity":2,"unit_price":12.50,"discount":0.00,"event_ts":"2026-01-02T10:00:00Z"}'
+        '"quantity":2,"unit_price":12.50,"discount":0.00,"event_ts":"2026-01-02T10:00:00Z"}',
+        SALES,
     )
     assert error is None
     assert fields["unit_price"] == "12.50" and fields["discount"] == "0.00"
@@ -37,7 +41,7 @@ def test_bad_lines_are_kept_with_a_parse_error(line: str, expected: str) -> None
 
 
 def test_nested_and_boolean_values_become_text() -> None:
-    fields, _ = parse_line('{"store_id": true, "product_id": {"a": 1}, "quantity": null}')
+    fields, _ = parse_line('{"store_id": true, "product_id": {"a": 1}, "quantity": null}', SALES)
     assert fields["store_id"] == "true"
     assert fields["product_id"].startswith('{"a":')  # kept as text; silver rejects it
     assert fields["quantity"] is None

@@ -175,6 +175,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from tardy.alerts import check, thresholds
     from tardy.recorded import Answer, Source
     from tardy.render import render_alerts, render_status
+    from tardy.sources import declared
     from tardy.status import Status
 
     recorded, source = _recorded(args, Answer.STATUS), Source.RECORDED
@@ -192,7 +193,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         if result.manifest is not None:  # detect's answer too: `tardy detect` follows
             answers[Answer.DETECT] = result.manifest.as_dict()
         recorded, source = recording.commit(answers), Source.COMPUTED
-    limits = thresholds(variables) if args.check else None
+    limits = thresholds(variables, declared().tiers()) if args.check else None
     answer = _answered(recorded, source)
     alerts = check(result, limits) if limits is not None else []
     if args.json:

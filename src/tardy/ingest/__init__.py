@@ -2,15 +2,15 @@
 
 The landing contract: ``<landing>/<source_system>/arrival_ts=<YYYYMMDDTHHMMSSZ>/<name>.jsonl``.
 The source system (the first folder under the landing root) picks the bronze table
-(``table_of``): ``store_master`` files are store changes, appended to
-``bronze.store_changes``; every other source system is sales (``pos``, ``partner``, ...),
-appended to ``bronze.pos_events``. Each table is described by one ``BronzeTable`` (name,
-record fields, the one field also parsed as a timestamp); both share everything below.
+(``table_of``) from the declared sources (``sources.yaml``, ``tardy.sources``); a file of a
+folder no source declares is refused, left untouched. Each table is described by one
+``BronzeTable`` (name, record fields, the one field also parsed as a timestamp) built from
+its sources' declaration; all share everything below.
 
 Each line becomes one bronze row, whatever it holds: a line that is not a JSON object is kept
 with ``parse_error`` set (silver quarantines it), never dropped. Record fields are kept as
-their JSON text, so ingestion never has to judge a value; only ``event_ts`` (sales) and
-``effective_ts`` (store changes) are also parsed, their text kept in ``<field>_raw``.
+their JSON text, so ingestion never has to judge a value; only the declared ``event_time``
+field is also parsed, its text kept in ``<field>_raw``.
 
 A file is identified by the SHA-256 of its content: a file already in bronze (or in the
 ledger ``bronze.ingest_ledger``, shared by both tables) is skipped, so ingesting twice is a
@@ -56,7 +56,7 @@ from tardy.ingest.commit import Ingested, append_batch
 from tardy.ingest.discovery import LandingFile, describe, discover
 from tardy.ingest.errors import FileRefused
 from tardy.ingest.result import FilesRefused, IngestResult, refuse, skip
-from tardy.ingest.tables import BRONZE_TABLES, ensure_tables, table_of
+from tardy.ingest.tables import bronze_tables, ensure_tables, table_of, undeclared
 
 __all__ = ["ingest"]
 
@@ -89,6 +89,9 @@ def ingest(
         except FileRefused as refusal:
             refuse(result, refusal)
             continue
+        if table_of(candidate.source_system) is None:
+            refuse(result, FileRefused(candidate.path, undeclared(candidate.source_system)))
+            continue
         earlier = known.by_path.get(candidate.source_file, set())
         if earlier and candidate.sha256 not in earlier:
             refuse(
@@ -107,10 +110,11 @@ def ingest(
             known.add(candidate.sha256, candidate.source_file)
             todo.append(candidate)
 
-    for table in BRONZE_TABLES:  # each commit writes one table: its files, then their ledger
+    for table in bronze_tables():  # each commit writes one table: its files, then their ledger
         batch: list[LandingFile] = []
         batch_rows = 0
-        for landing_file in (f for f in todo if table_of(f.source_system) is table):
+        mine = [f for f in todo if getattr(table_of(f.source_system), "name", None) == table.name]
+        for landing_file in mine:
             batch.append(landing_file)
             batch_rows += landing_file.path.stat().st_size // 150  # rough line estimate
             if batch_rows >= ROWS_PER_COMMIT:

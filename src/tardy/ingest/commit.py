@@ -16,7 +16,7 @@ from tardy.ingest.discovery import LandingFile
 from tardy.ingest.errors import FileRefused
 from tardy.ingest.parsing import bronze_rows
 from tardy.ingest.result import IngestResult, refuse, skip
-from tardy.ingest.tables import BRONZE_TABLES, LEDGER_TABLE, BronzeTable
+from tardy.ingest.tables import LEDGER_TABLE, BronzeTable, bronze_tables
 from tardy.key_index import append_key_index
 from tardy.sql import date_list
 
@@ -27,7 +27,7 @@ _BATCH_VIEW = "_tardy_ingest_batch"
 def ledger_and_bronze(spark: SparkSession, *columns: str) -> DataFrame:
     """``columns`` of the ledger and of every bronze table, one union (duplicates kept)."""
     union = spark.table(LEDGER_TABLE).select(*columns)
-    for table in BRONZE_TABLES:
+    for table in bronze_tables():
         union = union.union(spark.table(table.name).select(*columns))
     return union
 

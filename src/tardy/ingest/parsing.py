@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime
 
 from tardy.ingest.discovery import LandingFile, read_landing_file
 from tardy.ingest.errors import FileRefused
-from tardy.ingest.tables import FIELDS, table_of
+from tardy.ingest.tables import table_of, undeclared
 
 # The longest line ingest accepts (one bronze row, held whole in the driver, Arrow and the
 # JVM); a file with a longer line is refused, not truncated (docs/hostile-input.md).
@@ -97,9 +97,7 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return record
 
 
-def parse_line(
-    line: str, fields: Sequence[str] = FIELDS
-) -> tuple[dict[str, str | None], str | None]:
+def parse_line(line: str, fields: Sequence[str] = ()) -> tuple[dict[str, str | None], str | None]:
     """The record's ``fields`` as text, and a parse error (None when the line is a JSON object).
 
     Strict RFC 8259: ``NaN``/``Infinity``, duplicate keys (which value counts differs
@@ -138,7 +136,7 @@ def _is_utf8(text: str) -> bool:
 
 
 def parse_landing_line(
-    line: bytes, fields: Sequence[str] = FIELDS
+    line: bytes, fields: Sequence[str] = ()
 ) -> tuple[str, dict[str, str | None], str | None]:
     """One line of a landing file: its text, its ``fields`` and its parse error
     (``bronze_rows``)."""
@@ -174,6 +172,8 @@ def bronze_rows(
     arrival_date: date = arrival.date()
     ingested = ingested_at.astimezone(UTC).replace(tzinfo=None)
     table = table_of(landing_file.source_system)
+    if table is None:  # ingest refuses such files first
+        raise FileRefused(landing_file.path, undeclared(landing_file.source_system))
     rows: list[tuple[object, ...]] = []
     for number, line in enumerate(lines, start=1):
         text, fields, error = parse_landing_line(line, table.fields)

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from tardy.ingest.discovery import LandingFile
 from tardy.ingest.errors import FileRefused, IngestError
-from tardy.ingest.tables import BRONZE_TABLES
+from tardy.ingest.tables import bronze_tables
 
 
 class FilesRefused(IngestError):
@@ -38,7 +38,7 @@ class IngestResult:
     refused: list[dict[str, str]] = field(default_factory=list)
     # Rows appended per bronze table (every table, 0 when none): ``rows`` is their sum.
     rows_by_table: dict[str, int] = field(
-        default_factory=lambda: {table.name: 0 for table in BRONZE_TABLES}
+        default_factory=lambda: {table.name: 0 for table in bronze_tables()}
     )
 
     def as_dict(self) -> dict[str, object]:

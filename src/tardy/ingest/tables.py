@@ -1,6 +1,5 @@
-"""The tables ingest writes: the append-only bronze tables (``bronze.pos_events`` for sales,
-``bronze.store_changes`` for store changes: one ``BronzeTable`` each, picked by source system)
-and the file ledger ``bronze.ingest_ledger``.
+"""The tables ingest writes: the append-only bronze tables (one ``BronzeTable`` per table the
+declared sources land in, ``tardy.sources``) and the file ledger ``bronze.ingest_ledger``.
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from tardy.key_index import ensure_key_index
-from tardy.landing import STORE_MASTER_SOURCE
+from tardy.sources import Sources, declared, path
 
 BRONZE_TABLE = "bronze.pos_events"
 STORE_CHANGES_TABLE = "bronze.store_changes"
@@ -71,45 +70,31 @@ class BronzeTable:
         )
 
 
-POS_EVENTS = BronzeTable(
-    BRONZE_TABLE,
-    (
-        "transaction_id",
-        "record_type",
-        "store_id",
-        "product_id",
-        "quantity",
-        "unit_price",
-        "discount",
-        "event_ts",
-        "corrects_transaction_id",
-    ),
-    ts_field="event_ts",
-    key_index=True,
-)
-STORE_CHANGES = BronzeTable(
-    STORE_CHANGES_TABLE,
-    (
-        "store_id",
-        "effective_ts",
-        "region",
-        "format",
-        "manager",
-        "change_id",
-        "is_correction",
-    ),
-    ts_field="effective_ts",
-)
-BRONZE_TABLES = (POS_EVENTS, STORE_CHANGES)
-FIELDS = POS_EVENTS.fields
-BRONZE_DDL = POS_EVENTS.ddl
-STORE_CHANGES_DDL = STORE_CHANGES.ddl
+def bronze_tables(sources: Sources | None = None) -> tuple[BronzeTable, ...]:
+    """One ``BronzeTable`` per bronze table the declared sources land in (``sources.yaml``),
+    in declaration order."""
+    sources = sources or declared()
+    return tuple(
+        BronzeTable(table, first.fields, first.event_time, first.key_index)
+        for table, (first, *_) in sources.by_bronze().items()
+    )
 
 
-def table_of(source_system: str) -> BronzeTable:
-    """The bronze table of a source system: ``store_master`` files are store changes, every
-    other source system is sales."""
-    return STORE_CHANGES if source_system == STORE_MASTER_SOURCE else POS_EVENTS
+def undeclared(source_system: str) -> str:
+    """Why a file of an undeclared landing folder is refused."""
+    return (
+        f"landing folder {source_system!r} is declared by no source ({path()}): left "
+        "untouched, declare it to ingest it"
+    )
+
+
+def table_of(source_system: str, sources: Sources | None = None) -> BronzeTable | None:
+    """The bronze table of a landing folder, None when no source declares it."""
+    sources = sources or declared()
+    source = sources.get(source_system)
+    if source is None:
+        return None
+    return next(t for t in bronze_tables(sources) if t.name == source.bronze)
 
 
 LEDGER_DDL = f"""
@@ -127,8 +112,12 @@ TBLPROPERTIES ('delta.appendOnly' = 'true')
 
 
 def ensure_tables(spark: SparkSession) -> None:
-    spark.sql("CREATE SCHEMA IF NOT EXISTS bronze")
-    for table in BRONZE_TABLES:
+    tables = bronze_tables()
+    for schema in sorted({t.name.split(".")[0] for t in tables} | {"bronze"}):
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    for table in tables:
         spark.sql(table.ddl)
     spark.sql(LEDGER_DDL)
-    ensure_key_index(spark, BRONZE_TABLE)  # before any append: it must cover all of bronze
+    for table in tables:  # before any append: the index must cover all of its table
+        if table.key_index:
+            ensure_key_index(spark, table.name)
