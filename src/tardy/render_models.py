@@ -27,6 +27,8 @@ def render_model(model: Registered, console: Console) -> None:
     table.add_column(no_wrap=True)
     table.add_column()
     table.add_row("trained on", _inputs(model))
+    if model.trained_after:
+        table.add_row("after", model.trained_after)
     table.add_row("snapshot", f"SHA-256 {model.snapshot_sha256[:16]}...")
     table.add_row("holdout MAE", f"{model.metrics.get('holdout_mae', float('nan')):,.2f}")
     dirty = "-dirty" if model.code_version.endswith("-dirty") else ""

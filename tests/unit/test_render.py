@@ -13,7 +13,7 @@ from datetime import datetime
 import pytest
 from rich.console import Console
 
-from tardy import render
+from tardy import render, render_models
 from tardy.alerts import Alert, Metric
 from tardy.engine.detect import Manifest
 from tardy.engine.diff import Diff, IntervalDiff
@@ -308,6 +308,54 @@ def shown():
     return Shown(publications()[0], "2026-01-10", columns, rows)
 
 
+def registered() -> list:
+    from tardy.training.registry import Registered
+    from tardy.training.snapshot import Input
+
+    def model(version: int, versions: tuple[int, int], after: str) -> Registered:
+        return Registered(
+            version=version,
+            run_id="r" * 32,
+            inputs=[
+                Input("gold.store_features", versions[0], "p", 40, "2026-01-01", "2026-01-21"),
+                Input("gold.daily_store_revenue", versions[1], "p", 41, "2026-01-02", "2026-01-28"),
+            ],
+            snapshot_sha256="f" * 64,
+            params={"alpha": "1.0"},
+            metrics={"holdout_mae": 978.2987 + version},
+            code_version="8aef8a3f31769c2d3c2d0d4b7a2e6f1a1b2c3d4e-dirty",
+            trained_after=after,
+            decision="",
+            champion=version == 1,
+            created_at="2026-01-29T00:00:00+00:00",
+            artifacts="file:///home/models/artifacts/m-1",
+        )
+
+    return [model(1, (1, 1), ""), model(2, (12, 12), RESTATEMENT_ID)]
+
+
+def impact():
+    from tardy.training.lineage import StaleModel, superseded
+    from tardy.training.pipeline import Impact
+
+    found = [p for p in publications()[:2]]
+    replaced = superseded(RESTATEMENT_ID, found)
+    days = [f"2026-01-{d:02d}" for d in range(1, 22)]
+    stale = [
+        StaleModel(1, True, "gold.store_features@v1", "gold.store_features@v2", days),
+        StaleModel(1, True, "gold.daily_store_revenue@v1", "gold.daily_store_revenue@v2", days),
+    ]
+    return Impact(RESTATEMENT_ID, replaced, stale, 2)
+
+
+def retrained():
+    from tardy.training.pipeline import Retrained
+
+    snapshot = {"holdout_start": "2026-01-15", "holdout_rows": 35}
+    reason = "challenger MAE 997.8055 > champion's 978.2987 x 1.05: the champion stays"
+    return Retrained(registered()[1], 1, 1, 997.81, 978.30, False, reason, snapshot, 4, 9.5)
+
+
 TABLES = {
     "manifest": lambda **kw: rendered(render.manifest_table(manifest()), **kw),
     "detect": lambda **kw: rendered(manifest(), printer=render.render_manifest, **kw),
@@ -326,6 +374,10 @@ TABLES = {
         publications(), printer=render_versions_checked, **kw
     ),
     "show": lambda **kw: rendered(shown(), printer=render.render_shown, **kw),
+    "models": lambda **kw: rendered(registered(), printer=render_models.render_models, **kw),
+    "trained": lambda **kw: rendered(registered()[1], printer=render_models.render_model, **kw),
+    "impact": lambda **kw: rendered(impact(), printer=render_models.render_impact, **kw),
+    "retrained": lambda **kw: rendered(retrained(), printer=render_models.render_retrained, **kw),
 }
 # The names each table must show whole, each time on one line.
 NAMES = {
@@ -344,6 +396,10 @@ NAMES = {
     "versions": ["gold.daily_store_revenue", RESTATEMENT_ID, "20260115T093012Z-store_2_fix"],
     "versions checked": ["v1 gone", RESTATEMENT_ID, "20260115T093012Z-store_2_fix"],
     "show": ["gold.daily_store_revenue@v1", "4651.70"],
+    "models": ["gold.daily_store_revenue@v12", "v1 champion"],
+    "trained": ["gold.daily_store_revenue@v12", RESTATEMENT_ID],
+    "impact": ["gold.daily_store_revenue@v1", "v1 champion", RESTATEMENT_ID],
+    "retrained": ["gold.store_features@v12", RESTATEMENT_ID, "v1 (champion)"],
 }
 
 
