@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pyspark.sql import SparkSession
 
 from tardy.engine.delta import single_row
-from tardy.ingest.tables import BRONZE_TABLE
+from tardy.ingest.tables import BRONZE_TABLE, bronze_tables
 
 if t.TYPE_CHECKING:
     from sqlmesh import Context
@@ -29,11 +29,14 @@ class Summary:
 
 
 def layers(context: Context) -> list[str]:
-    """Every table of the project, upstream first (``context.dag``): the external ones
-    (bronze) and each model that is not a view."""
+    """Every layer's tables, upstream first: the bronze tables the declared sources land in
+    (``sources.yaml``), then each model that is neither external nor a view
+    (``context.dag``). The key index and the ledger are tardy's bookkeeping, not layers."""
     models = {m.fqn: m for m in context.models.values()}
-    return [
-        models[fqn].name for fqn in context.dag if fqn in models and not models[fqn].kind.is_view
+    return [t.name for t in bronze_tables()] + [
+        models[fqn].name
+        for fqn in context.dag
+        if fqn in models and not models[fqn].kind.is_view and not models[fqn].kind.is_external
     ]
 
 
