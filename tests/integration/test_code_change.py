@@ -68,6 +68,7 @@ PROJECT_FILES = (
     "config.py",
     "project.yaml",
     "external_models.yaml",
+    "sources.yaml",
     "models",
     "python_models",
     "macros",
