@@ -137,6 +137,15 @@ def lake(context, spark, data_home) -> SimpleNamespace:
     newest = before + timedelta(hours=1)  # moves the watermark by one hour
     _land(data_home.landing, newest, [_sale("PROBE-NEWEST", before)])
     assert ingest(spark, data_home.landing).files_ingested == 3
+    # The probe's declaration lists the record's fields in another order than the project's
+    # (the copy's YAML is dumped sorted): each value still lands in its own column.
+    probe = spark.sql(
+        f"SELECT transaction_id, record_type FROM bronze.pos_events WHERE source_system = "
+        f"'{PROBE}' AND parse_error IS NULL"
+    ).collect()
+    assert len(probe) == 7 and all(
+        r.transaction_id.startswith("PROBE-") and r.record_type == "sale" for r in probe
+    ), probe
     return SimpleNamespace(
         status=status(context, spark),
         edge=edge,

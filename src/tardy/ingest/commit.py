@@ -13,7 +13,7 @@ from delta.exceptions import ConcurrentAppendException
 from pyspark.sql import DataFrame, SparkSession
 
 from tardy.ingest.discovery import LandingFile
-from tardy.ingest.errors import FileRefused
+from tardy.ingest.errors import FileRefused, IngestError
 from tardy.ingest.parsing import bronze_rows
 from tardy.ingest.result import IngestResult, refuse, skip
 from tardy.ingest.tables import LEDGER_TABLE, BronzeTable, bronze_tables
@@ -119,8 +119,18 @@ def _commit(
     if not read:
         return
     rows = [row for _, file_rows in read for row in file_rows]
-    schema = spark.table(table.name).schema  # `bronze_rows` yields in the DDL's column order
-    frame = pd.DataFrame.from_records(rows, columns=schema.fieldNames())
+    schema = spark.table(table.name).schema
+    # `bronze_rows` yields in the declaration's column order; the table may hold its columns
+    # in another (a declaration's fields reordered): matched by name, never by position.
+    declared, existing = list(table.columns), schema.fieldNames()
+    if set(declared) != set(existing):
+        raise IngestError(
+            f"{table.name}: its declared record (sources.yaml) does not match the table's "
+            f"columns: {', '.join(sorted(set(declared) - set(existing))) or 'none'} declared "
+            f"only, {', '.join(sorted(set(existing) - set(declared))) or 'none'} in the table "
+            "only"
+        )
+    frame = pd.DataFrame.from_records(rows, columns=declared)[existing]
 
     if rows:  # else only empty files: their ledger entries, no bronze commit
         spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
