@@ -10,11 +10,19 @@ export TARDY_HOME ?= $(CURDIR)/.tardy
 
 setup: $(VENV)/.tardy-setup
 
+# The requirements of the dev, cluster and ml extras (pyproject.toml), for one pip call.
+EXTRAS = $(shell $(PYTHON) -c "import tomllib; x = tomllib.load(open('pyproject.toml', 'rb'))\
+	['project']['optional-dependencies']; print(' '.join(f'\"{r}\"' for e in \
+	('dev', 'cluster', 'ml') for r in x[e]))")
+
 $(VENV)/.tardy-setup: pyproject.toml constraints.txt src/tardy/jars.py src/tardy/jvm.py
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,cluster,ml]'
-	$(BIN)/python -m tardy.jars install
-	$(BIN)/python -m tardy.jvm archive
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
+	@# The extras' packages install while the jars download and the JVM archive is built
+	@# (neither needs them); the editable package itself is installed once, above.
+	$(BIN)/python -m pip install --quiet -c constraints.txt $(EXTRAS) & pip=$$!; \
+	$(BIN)/python -m tardy.jars install && $(BIN)/python -m tardy.jvm archive; rc=$$?; \
+	wait $$pip && exit $$rc
 	@touch $@
 
 demo: setup

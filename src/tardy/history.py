@@ -21,7 +21,7 @@ from datetime import date
 from sqlglot import exp
 
 from tardy.engine import sqlmesh_api, trail
-from tardy.ingest.tables import BRONZE_TABLE
+from tardy.ingest.tables import indexed_table
 from tardy.key_index import KEY_INDEX_TABLE, key_date_expression, records_of_literal_keys
 from tardy.sql import date_list, literal
 
@@ -68,7 +68,11 @@ def _text(row: dict[str, t.Any]) -> dict[str, t.Any]:
 
 def records(spark: SparkSession, transaction_id: str) -> list[dict[str, t.Any]]:
     """Every bronze record of the transaction, oldest arrival first (two statements: the
-    key index in the key's partition, bronze in the arrival dates it names)."""
+    key index in the key's partition, bronze in the arrival dates it names); none when no
+    source declares the key index."""
+    table = indexed_table()
+    if table is None:
+        return []
     key_date = key_date_expression(exp.Literal.string(transaction_id)).sql("spark")
     dates = [
         row.arrival_date.isoformat()
@@ -82,8 +86,7 @@ def records(spark: SparkSession, transaction_id: str) -> list[dict[str, t.Any]]:
     where = records_of_literal_keys([transaction_id], dates).sql("spark")
     columns = ", ".join(RECORD_COLUMNS)
     rows = spark.sql(
-        f"SELECT {columns} FROM {BRONZE_TABLE} WHERE {where} "
-        "ORDER BY arrival_ts, source_file, line_number"
+        f"SELECT {columns} FROM {table} WHERE {where} ORDER BY arrival_ts, source_file, line_number"
     ).collect()
     return [_text(row.asDict()) for row in rows]
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pyspark.sql import SparkSession
 
 from tardy.engine.delta import single_row
-from tardy.ingest.tables import BRONZE_TABLE, bronze_tables
+from tardy.ingest.tables import bronze_tables, main_table
 
 if t.TYPE_CHECKING:
     from sqlmesh import Context
@@ -49,7 +49,7 @@ def summarize(context: Context, spark: SparkSession, grace_days: int) -> Summary
           COUNT_IF(arrival_date > CAST(event_ts AS DATE)) AS late,
           COUNT_IF(DATEDIFF(arrival_date, CAST(event_ts AS DATE)) > {grace_days}) AS beyond_grace,
           PERCENTILE(UNIX_SECONDS(arrival_ts) - UNIX_SECONDS(event_ts), 0.95) / 3600 AS p95_h
-        FROM {BRONZE_TABLE}
+        FROM {main_table()}
         WHERE event_ts IS NOT NULL AND event_ts <= arrival_ts
         """
     )

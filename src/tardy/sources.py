@@ -31,6 +31,7 @@ _KEYS = {
     "event_time",
     "key",
     "key_index",
+    "natural_key",
     "rules",
     "lateness",
 }
@@ -51,6 +52,21 @@ class Source:
     rules: str
     lateness: str
     description: str = ""
+    natural_key: str | None = None  # SQL over the bronze columns (macros allowed)
+
+    @property
+    def natural_key_sql(self) -> str:
+        """The key a record belongs to, as SQL over its bronze columns: the declared
+        ``natural_key`` (e.g. the record it corrects, else its own id), else its one key
+        field."""
+        if self.natural_key:
+            return self.natural_key
+        if len(self.key) != 1:
+            raise SourcesError(
+                f"source {self.name!r}: field 'natural_key': required with a key of "
+                f"{len(self.key)} fields ({', '.join(self.key)})"
+            )
+        return self.key[0]
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -131,7 +147,7 @@ def load(file: Path | None = None, tiers: t.Iterable[str] | None = None) -> Sour
     for table, sharing in found.by_bronze().items():
         first = sharing[0]
         for other in sharing[1:]:
-            for part in ("record", "event_time", "key"):
+            for part in ("record", "event_time", "key", "natural_key"):
                 if getattr(other, part) != getattr(first, part):
                     raise SourcesError(
                         f"{file}: source {other.name!r}: field {part!r} differs from that of "
@@ -176,6 +192,9 @@ def _source(file: Path, name: str, body: t.Any, tiers: set[str] | None) -> Sourc
     key_index = body.get("key_index", False)
     if not isinstance(key_index, bool):
         raise fail("key_index", f"expected true or false, got {key_index!r}")
+    natural_key = body.get("natural_key")
+    if natural_key is not None and (not isinstance(natural_key, str) or not natural_key.strip()):
+        raise fail("natural_key", f"expected a SQL expression or macro call, got {natural_key!r}")
     if not isinstance(body["rules"], str):
         raise fail("rules", "expected the name of a silver macro")
     lateness = body["lateness"]
@@ -192,4 +211,5 @@ def _source(file: Path, name: str, body: t.Any, tiers: set[str] | None) -> Sourc
         rules=body["rules"],
         lateness=lateness,
         description=str(body.get("description") or ""),
+        natural_key=natural_key,
     )

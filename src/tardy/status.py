@@ -54,7 +54,7 @@ from datetime import date, datetime, timedelta
 from tardy.engine.delta import single_row
 from tardy.engine.log import PERIODS_VIEW, ensure_log
 from tardy.engine.trail import ensure_trail, standing_rows
-from tardy.ingest.tables import BRONZE_TABLE
+from tardy.ingest.tables import main_table
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -81,7 +81,7 @@ restatements that changed the row (tardy.transaction_changes)'
 AS
 WITH watermark AS (
   SELECT MAX(arrival_ts) - MAKE_DT_INTERVAL({{grace_days}}) AS data_watermark
-  FROM {BRONZE_TABLE}
+  FROM {{bronze}}
 ), revisions AS (
   SELECT row_key,
          COUNT(DISTINCT restatement_id) AS revision,
@@ -128,7 +128,7 @@ WITH bronze AS (
     event_ts,
     {MEASURED_SQL} AS measured,
     (UNIX_MICROS(arrival_ts) - UNIX_MICROS(event_ts)) / 3600e6 AS lag_hours
-  FROM {BRONZE_TABLE}
+  FROM {{bronze}}
 )
 SELECT
   source_system{{by}},
@@ -353,6 +353,7 @@ def ensure_status_view(context: Context, spark: SparkSession) -> str:
     spark.sql(
         DAILY_STATUS_VIEW_SQL.format(
             grace_days=int(context.config.variables["grace_days"]),
+            bronze=main_table(),
             row_key=key_sql(sqlmesh_api.grain(snapshot), "d", "d"),
             measure_type=measure_type(spark),
         )
@@ -372,7 +373,10 @@ def lateness(spark: SparkSession, grace_days: int) -> tuple[list[SourceStatus], 
     """Per-source and overall lateness of bronze (see the module's definitions)."""
     sources, overall = [], None
     query = LATENESS_SQL.format(
-        grace_days=int(grace_days), by="", grouping="GROUPING SETS ((source_system), ())"
+        grace_days=int(grace_days),
+        by="",
+        grouping="GROUPING SETS ((source_system), ())",
+        bronze=main_table(),
     )
     for row in spark.sql(query).collect():
         measured = int(row.measured_rows)
@@ -421,7 +425,7 @@ def pending_age_hours(
         SELECT (UNIX_MICROS(MAX(arrival_ts)) - UNIX_MICROS(MIN(
                  CASE WHEN {since} AND {MEASURED_SQL} AND {late} THEN arrival_ts END
                ))) / 3600e6 AS hours
-        FROM {BRONZE_TABLE} {newer}
+        FROM {main_table()} {newer}
         """
         )
     )

@@ -17,6 +17,9 @@ from children import in_own_home
 
 from tardy.simulate import SimulationConfig
 
+BRONZE_TABLE = "bronze.pos_events"  # sources.yaml: pos and partner land here
+STORE_CHANGES_TABLE = "bronze.store_changes"  # sources.yaml: store_master
+
 CONFIG = SimulationConfig(seed=5, stores=2, days=6, transactions_per_store_day=15)
 START = datetime.combine(CONFIG.start, datetime.min.time(), UTC)
 
@@ -25,7 +28,7 @@ def race() -> list:
     """Child: three rounds of two simultaneous ingests; what each round found."""
     from tardy.home import activate
     from tardy.ingest import ingest
-    from tardy.ingest.tables import BRONZE_TABLE, LEDGER_TABLE, STORE_CHANGES_TABLE, ensure_tables
+    from tardy.ingest.tables import LEDGER_TABLE, ensure_tables
     from tardy.project import open_context, spark_of
     from tardy.simulate import simulate
 

@@ -31,6 +31,8 @@ from pathlib import Path
 
 from children import in_own_home
 
+BRONZE_TABLE = "bronze.pos_events"  # sources.yaml: pos and partner land here
+
 SEED = 3
 FIRST_DAY, LAST_DAY, EXECUTION_TIME = "2026-01-01", "2026-01-05", "2026-01-06"
 
@@ -42,7 +44,7 @@ def child() -> dict:
     from tardy.home import activate
     from tardy.ingest import ingest
     from tardy.ingest.result import FilesRefused
-    from tardy.ingest.tables import BRONZE_TABLE, LEDGER_TABLE
+    from tardy.ingest.tables import LEDGER_TABLE
     from tardy.project import open_context, spark_of
 
     home = activate()

@@ -361,7 +361,7 @@ LATE_SALE = {
 def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     restated: dict, timeline: Timeline, context, spark, data_home, monkeypatch
 ) -> None:
-    from tardy.engine import detect as detection
+    from tardy.engine import facts
     from tardy.engine.detect import detect
     from tardy.engine.restate import promote_staged, restate
 
@@ -451,7 +451,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     assert manifest.stock_commands and all("--restate-model" in c for c in manifest.stock_commands)
     # Beyond MAX_INLINED_ROWS new rows, detect reads the same rows through semi-joins.
     with monkeypatch.context() as patched:
-        patched.setattr(detection, "MAX_INLINED_ROWS", 0)
+        patched.setattr(facts, "MAX_INLINED_ROWS", 0)
         assert detect(context, spark).as_dict() == manifest.as_dict()
 
     # Stage only: every prod view and physical table returns what it returned before.

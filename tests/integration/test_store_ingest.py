@@ -21,6 +21,9 @@ from pathlib import Path
 
 from children import in_own_home
 
+BRONZE_TABLE = "bronze.pos_events"  # sources.yaml: pos and partner land here
+STORE_CHANGES_TABLE = "bronze.store_changes"  # sources.yaml: store_master
+
 ARRIVAL = "arrival_ts=20260105T060000Z"
 STORE_FILE = f"store_master/{ARRIVAL}/changes.jsonl"
 STORE_COPY = "store_master/arrival_ts=20260106T000000Z/changes-resent.jsonl"
@@ -84,7 +87,7 @@ def child() -> dict:
     from tardy.cli import main
     from tardy.home import activate
     from tardy.ingest import ingest
-    from tardy.ingest.tables import BRONZE_TABLE, LEDGER_TABLE, STORE_CHANGES_TABLE
+    from tardy.ingest.tables import LEDGER_TABLE
     from tardy.project import open_context, spark_of
 
     home = activate()

@@ -55,6 +55,11 @@ def test_the_projects_declarations_load_and_pick_each_folders_table() -> None:
             lambda s: s["store_master"].update(key_index=True),
             "field 'key_index': one bronze table",
         ),
+        (lambda s: s["pos"].update(natural_key=["a"]), "field 'natural_key'"),
+        (
+            lambda s: s["partner"].update(natural_key="transaction_id"),
+            "field 'natural_key' differs from that of source",
+        ),
     ],
 )
 def test_a_malformed_declaration_is_refused_naming_file_source_and_field(
@@ -77,3 +82,14 @@ def test_a_file_that_is_not_a_declaration_is_refused(tmp_path: Path) -> None:
         path.write_text(text)
         with pytest.raises(SourcesError, match=str(path)):
             load(path, TIERS)
+
+
+def test_a_natural_key_is_declared_or_the_one_key_field(tmp_path: Path) -> None:
+    found = load(project_root() / "sources.yaml", TIERS)
+    assert found.get("pos").natural_key_sql == "@natural_key()"
+    raw = _project()
+    raw["sources"]["pos"].pop("natural_key")
+    raw["sources"]["partner"].pop("natural_key")
+    assert load(_write(tmp_path, raw)).get("pos").natural_key_sql == "transaction_id"
+    with pytest.raises(SourcesError, match="field 'natural_key': required with a key of 2"):
+        _ = found.get("store_master").natural_key_sql

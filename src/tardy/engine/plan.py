@@ -101,22 +101,29 @@ def watermark_target(
     context: Context, manifest: dict[str, t.Any]
 ) -> tuple[int, str | None, dict[str, int]] | None:
     """Where promoting the manifest moves the arrival watermark: (bronze version, arrival
-    time, the dimensions' bronze versions), or None. Late sales inside the grace window still
-    wait for the next run: then the sales side stays (they are checked again next time)
-    while the dimensions' versions still advance (``detect``: the next run's lookback
+    time, the other bronze tables' versions), or None. Late facts inside the grace window
+    still wait for the next run: then every fact source stays (they are checked again next
+    time) while the dimensions' versions still advance (``detect``: the next run's lookback
     recomputes a dimension's altered days inside the window). A named restatement moves
     nothing."""
     if not moves_watermark(manifest):
         return None
     snapshots = sqlmesh_api.model_snapshots(context)
-    children = {c.model.name for d in dimension.dimensions(context, snapshots) for c in d.children}
-    sales_pending = any(
+    dimensions = dimension.dimensions(context, snapshots)
+    children = {c.model.name for d in dimensions for c in d.children}
+    facts_pending = any(
         spans for model, spans in manifest["absorbed_by_next_run"].items() if model not in children
     )
     since = manifest["since_bronze_version"]
     sources = dict(manifest.get("source_versions") or {})
-    if not sales_pending:
+    if not facts_pending:
         return manifest["bronze_version"], manifest["arrival_watermark"], sources
-    if sources == (manifest.get("since_source_versions") or {}):
+    # Every fact source stays where it was (its pending days are checked again next time).
+    held = dict(manifest.get("since_source_versions") or {})
+    dimension_tables = {table for d in dimensions for table in d.sources}
+    sources = {k: v for k, v in held.items() if k not in dimension_tables} | {
+        k: v for k, v in sources.items() if k in dimension_tables
+    }
+    if sources == held:
         return None
     return -1 if since is None else since, manifest["previous_watermark"], sources

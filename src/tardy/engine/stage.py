@@ -82,7 +82,7 @@ class KeyRestriction:
 
 def key_restriction(snapshot: Snapshot, keys: KeySet | None) -> KeyRestriction | None:
     """How to restrict the model's write to ``keys``, or None for the interval path: when
-    detection did not know the keys as literals (more than ``detect.MAX_INLINED_ROWS`` new
+    detection did not know the keys as literals (more than ``facts.MAX_INLINED_ROWS`` new
     rows, or the first restatement), when the model's grain is not one column, or when its
     query does not read ``KEY_RESTRICTION_VARIABLE``.
 

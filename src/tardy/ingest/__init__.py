@@ -23,10 +23,11 @@ refuses the second, which drops the files the first committed and retries
 UPDATE or DELETE on them. The bronze tables also have Delta's change data feed on, so
 ``tardy detect`` reads only the rows added since its watermark (``table_changes``).
 
-Each ``bronze.pos_events`` commit is preceded by the commit of its rows' entries in the key
-index ``bronze.pos_event_keys`` (``tardy.key_index``), which lets silver read only the bronze
-partitions that hold a key's records; a data home whose bronze predates the index gets it
-built from bronze by the first ``tardy ingest`` (``ensure_key_index``, idempotent).
+Each commit to the bronze table a source declares ``key_index: true`` for is preceded by the
+commit of its rows' entries in the key index (``tardy.key_index``), which lets silver read
+only the bronze partitions that hold a key's records; a data home whose bronze predates the
+index gets it built from bronze by the first ``tardy ingest`` (``ensure_key_index``,
+idempotent).
 
 Hostile input (``docs/hostile-input.md``): a line is the bytes up to ``\\n`` (a ``\\r``
 before it and a UTF-8 BOM opening the file are dropped); a line that is not UTF-8, not

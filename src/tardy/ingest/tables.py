@@ -11,8 +11,6 @@ from pyspark.sql import SparkSession
 from tardy.key_index import ensure_key_index
 from tardy.sources import Sources, declared, path
 
-BRONZE_TABLE = "bronze.pos_events"
-STORE_CHANGES_TABLE = "bronze.store_changes"
 LEDGER_TABLE = "bronze.ingest_ledger"
 # The columns every bronze table opens with (before its timestamp, raw_record, parse_error).
 _META_COLUMNS = (
@@ -35,8 +33,8 @@ class BronzeTable:
     Its columns: ``_META_COLUMNS``, then ``<ts_field> TIMESTAMP`` (the record's ``ts_field``
     parsed by ``parse_event_ts``), ``raw_record``, ``parse_error``, then one STRING column per
     record field in ``fields`` order, holding the field's JSON text; the ``ts_field`` column
-    of that list is named ``<ts_field>_raw``. ``key_index``: its rows are indexed in
-    ``bronze.pos_event_keys`` (``tardy.key_index``) before each commit.
+    of that list is named ``<ts_field>_raw``. ``key_index``: its rows are indexed in the key
+    index (``tardy.key_index``) before each commit.
     """
 
     name: str
@@ -78,6 +76,20 @@ def bronze_tables(sources: Sources | None = None) -> tuple[BronzeTable, ...]:
         BronzeTable(table, first.fields, first.event_time, first.key_index)
         for table, (first, *_) in sources.by_bronze().items()
     )
+
+
+def main_table(sources: Sources | None = None) -> str:
+    """The bronze table of the first declared source: the one whose latest arrival sets the
+    data watermark (``tardy status``) and whose records ``tardy summary`` profiles."""
+    sources = sources or declared()
+    return next(iter(sources.sources.values())).bronze
+
+
+def indexed_table(sources: Sources | None = None) -> str | None:
+    """The bronze table with the key index (``tardy history`` reads a key's records in it),
+    None when no source declares one."""
+    sources = sources or declared()
+    return next((s.bronze for s in sources.sources.values() if s.key_index), None)
 
 
 def undeclared(source_system: str) -> str:
