@@ -75,7 +75,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     spark = spark_without_project(args)
     home = activate()
-    with err.status("Ingesting into bronze.pos_events and bronze.store_changes"):
+    with err.status("Ingesting into the declared bronze tables"):
         result = ingest(spark, home.landing, [Path(p) for p in args.paths], strict=False)
     if args.json:
         print_json(result.as_dict())
@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=cmd_simulate)
 
     ing = sub.add_parser(
-        "ingest", help="append new landing files to bronze.pos_events / bronze.store_changes"
+        "ingest", help="append new landing files to their sources' bronze tables (sources.yaml)"
     )
     ing.add_argument("paths", nargs="*", help="files or folders (default: the whole landing)")
     ing.add_argument("--json", action="store_true")
