@@ -1,5 +1,5 @@
 """How fact detection restricts a reader's own query (``tardy.engine.facts``): every read of
-the bronze table becomes a read of the touched keys' records, under the table's own name or
+the bronze table becomes a subquery of the touched keys' records, under the table's own name or
 alias, and a key list survives ``str.format`` whatever the keys hold."""
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ def test_every_read_of_the_bronze_table_reads_the_records_view_instead() -> None
         dialect="spark",
     )
     assert isinstance(query, exp.Query)
-    out = _reading(query, "bronze.pos_events", "_tardy_records")
-    tables = [(t.db, t.name, t.alias) for t in out.find_all(exp.Table)]
-    assert ("", "_tardy_records", "pos_events") in tables  # unaliased: under its own name
-    assert ("", "_tardy_records", "b") in tables
-    assert ("silver", "other", "o") in tables
-    assert not any(name == "pos_events" for _, name, _ in tables)
+    out = _reading(query, "bronze.pos_events", "SELECT * FROM _tardy_new WHERE k IN ('a')")
+    subqueries = {s.alias: s.this.sql("spark") for s in out.find_all(exp.Subquery) if s.alias}
+    restricted = "SELECT * FROM _tardy_new WHERE k IN ('a')"
+    assert subqueries == {"pos_events": restricted, "b": restricted}  # unaliased: own name
+    tables = [(t.db, t.name) for t in out.find_all(exp.Table)]
+    assert ("silver", "other") in tables
+    assert ("bronze", "pos_events") not in tables
 
 
 def test_a_literal_key_list_survives_format_and_fills_the_grain() -> None:

@@ -29,7 +29,7 @@ import typing as t
 from dataclasses import dataclass, field
 from datetime import date
 
-from sqlglot import exp
+from sqlglot import exp, parse_one
 
 from tardy.engine import sqlmesh_api
 from tardy.engine.dimension import plain_name
@@ -191,8 +191,8 @@ class _Restriction:
     """How the readers are restricted to the touched keys: the bronze rows each reads, the
     filter on its prod rows, and the render variables."""
 
-    records: str  # the view of the natural keys' records
-    new: str  # the new records (the by-record readers' records)
+    records: str  # a query of the natural keys' records
+    new: str  # a query of the new records (the by-record readers' records)
     keyed_filter: str  # on a natural-key reader's grain column, ``{grain}`` to fill
     record_filter: str
     variables: dict[str, t.Any] | None
@@ -284,8 +284,8 @@ def _restriction(
                 f"AND natural_key IN (SELECT k FROM {keys}))"
             )
         return _Restriction(
-            records=view("_records", f"SELECT * FROM {source.table} WHERE {records}"),
-            new=new,
+            records=f"SELECT * FROM {source.table} WHERE {records}",
+            new=f"SELECT * FROM {new}",
             keyed_filter=f"{{grain}} IN (SELECT k FROM {keys})",
             record_filter=f"{RECORD_ID} IN (SELECT {RECORD_ID} FROM {new})",
             variables=None,
@@ -306,8 +306,8 @@ def _restriction(
     if source.key_index:
         records = f"{date_list('arrival_date', dates)} AND {records}"
     return _Restriction(
-        records=view("_records", f"SELECT * FROM {source.table} WHERE {records}"),
-        new=new,
+        records=f"SELECT * FROM {source.table} WHERE {records}",
+        new=f"SELECT * FROM {new}",
         keyed_filter=_keyed_literal(touched),
         record_filter=in_list(RECORD_ID, {r[RECORD_ID] for r in rows}),
         variables=(
@@ -326,16 +326,16 @@ def _keyed_literal(keys: set[str]) -> str:
 
 
 def _reading(query: exp.Query, table: str, records: str) -> exp.Query:
-    """``query`` with every read of the bronze ``table`` replaced by ``records`` (a view),
-    under the table's own name or alias, so the query's qualified columns still resolve."""
+    """``query`` with every read of the bronze ``table`` replaced by the subquery ``records``
+    (Spark SQL), under the table's own name or alias, so the query's qualified columns still
+    resolve. A subquery, not a view: creating a view is a statement of its own."""
     target = exp.to_table(table)
+    subquery = parse_one(records, dialect="spark")
 
     def swap(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Table) and node.name == target.name and node.db == target.db:
             alias = node.args.get("alias") or exp.TableAlias(this=exp.to_identifier(node.name))
-            replaced = exp.to_table(records)
-            replaced.set("alias", alias.copy())
-            return replaced
-        return node
+            return exp.Subquery(this=subquery.copy(), alias=alias.copy())
+        return node  # (transform does not descend into a replacement)
 
     return t.cast(exp.Query, query.transform(swap))
