@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import shutil
 from collections import defaultdict
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from children import cli_in_process
+from test_code_change import copy_project as copy_project_files
 from test_readme_tour import _sqlmesh
 
 from tardy.home import project_root
@@ -29,17 +29,6 @@ from tardy.home import project_root
 REPO = project_root()  # before the test points TARDY_PROJECT at its copy
 GUIDE = REPO / "docs" / "adding-a-source.md"
 BLOCK = re.compile(r"```\w+ file=(\S+)( append)?\n(.*?)```", re.S)
-PROJECT_FILES = (
-    "config.py",
-    "project.yaml",
-    "external_models.yaml",
-    "sources.yaml",
-    "models",
-    "python_models",
-    "macros",
-    "audits",
-    "spark-conf",
-)
 START = date(2026, 1, 1)  # the project's default start (project.yaml)
 DAYS = 10
 CLOCK = datetime(2026, 1, 11, tzinfo=UTC)  # the plan runs at midnight after the last day
@@ -56,13 +45,9 @@ def day(n: int) -> date:
 
 
 def copy_project(target: Path) -> list[str]:
-    """The project's files, then the guide's blocks; the files the guide wrote."""
-    for name in PROJECT_FILES:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, target / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(source, target / name)
+    """The project's files (as ``test_code_change`` copies them), then the guide's blocks;
+    the files the guide wrote."""
+    copy_project_files(target)
     written = []
     for name, append, body in BLOCK.findall(GUIDE.read_text()):
         path = target / name
@@ -142,7 +127,6 @@ def test_a_source_added_by_the_guide_is_ingested_detected_and_restated(
     engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = tmp_path / "project"
-    project.mkdir()
     written = copy_project(project)
     assert written == [
         "sources.yaml",
