@@ -167,10 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     for name, value in vars(defaults).items():
         if name.endswith("_rate"):
             sim.add_argument(f"--{name.replace('_', '-')}", type=float, help=f"default {value}")
-    sim.add_argument(
-        "--no-partner-resend", dest="partner_resend", action="store_const", const=False
-    )
-    sim.add_argument("--no-store-changes", dest="store_changes", action="store_const", const=False)
+    for name, value in vars(defaults).items():  # a switch per feed: --no-<on one>, --<off one>
+        if isinstance(value, bool):
+            flag = f"--{'no-' if value else ''}{name.replace('_', '-')}"
+            sim.add_argument(flag, dest=name, action="store_const", const=not value)
     sim.add_argument(
         "--through", type=_utc, help="delivery cutoff (ISO time, UTC): later batches wait"
     )
