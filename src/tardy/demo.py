@@ -70,7 +70,12 @@ class DemoResult:
             # The late store changes the restatement applied (its dimensions' altered windows).
             "store_changes": self.altered,
             "models": self.models,
+            # The late card refunds the restatement applied: the refund days it promoted.
+            "refunds": self.restatement.promoted.get(REFUNDS_MODEL, []),
         }
+
+
+REFUNDS_MODEL = "silver.refunds"  # the payments source's silver model (models/silver)
 
 
 def midnight(day: date) -> datetime:
@@ -84,16 +89,18 @@ def run_demo(
     config: SimulationConfig | None = None,
     first_days: int = 14,
 ) -> DemoResult:
-    config = config or SimulationConfig()
+    # The demo's month has every source, card refunds included.
+    config = config or SimulationConfig(refunds=True)
     spark = spark_of(context)
     first_clock = midnight(config.start + timedelta(days=first_days))
     final_clock = midnight(config.last_day + timedelta(days=1))
     grace_days = int(context.config.variables["grace_days"])
 
     console.rule(f"1. Land and ingest the batches delivered by {first_clock:%Y-%m-%d %H:%M}Z")
-    # (sales from the pos and partner systems, store changes from the store master)
+    # (sales from the pos and partner systems, store changes from the store master, card
+    # refunds from the payment provider)
     first_landing = simulate(config, home.landing, through=first_clock)
-    with console.status("Ingesting into bronze (pos_events, store_changes)"):
+    with console.status("Ingesting into bronze"):
         first_ingest = ingest(spark, home.landing)
     console.print(_landed(first_landing, first_ingest))
 
@@ -106,7 +113,7 @@ def run_demo(
 
     console.rule(f"3. Land the late and corrected batches delivered by {final_clock:%Y-%m-%d}")
     late_landing = simulate(config, home.landing, through=final_clock)
-    with console.status("Ingesting into bronze (pos_events, store_changes)"):
+    with console.status("Ingesting into bronze"):
         late_ingest = ingest(spark, home.landing)
     console.print(_landed(late_landing, late_ingest))
 

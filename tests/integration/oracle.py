@@ -210,6 +210,7 @@ def features(day: pd.DataFrame, first: date, last: date) -> dict:
 # The rules are those of the issue-14 spec (landing contract, validity, SCD2, as-of join),
 # applied here to the landing files directly; nothing is imported from ``tardy``.
 
+PAYMENTS_SOURCE = "payments"
 STORE_SOURCE = "store_master"
 STORE_FIELDS = (
     "store_id",
@@ -253,11 +254,11 @@ def store_files(landing: Path) -> list[Path]:
 
 def sales_files(landing: Path) -> list[Path]:
     """The sales landing files: every ``*.jsonl`` whose source system (first folder under
-    the landing root) is not ``store_master``."""
+    the landing root) is neither ``store_master`` nor ``payments`` (refunds)."""
     return [
         p
         for p in _landing_files(landing, "**/*.jsonl")
-        if p.relative_to(landing).parts[0] != STORE_SOURCE
+        if p.relative_to(landing).parts[0] not in (STORE_SOURCE, PAYMENTS_SOURCE)
     ]
 
 

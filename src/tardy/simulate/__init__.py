@@ -3,7 +3,8 @@
 ``simulate`` generates the sales of ``stores`` stores over ``days`` days and writes them as
 landing batch files, with the late, duplicated, corrected, voided, out-of-order and invalid
 records that a real point-of-sale feed delivers; and the stores' master data changes
-(region, format, manager) with the same troubles (``store_changes``).
+(region, format, manager) with the same troubles (``store_changes``), and, when asked, the
+payment provider's card refunds of those sales (``refunds``).
 
 The landing contract (paths, file names, arrival folders) is ``tardy.landing``'s; the feed
 model is ``tardy.simulate.sales`` (sales, kinds and their rates) and
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from tardy.simulate.batch import epoch_of
 from tardy.simulate.config import SimulationConfig, SimulationResult
+from tardy.simulate.refunds import refund_batches
 from tardy.simulate.sales import PARTNER_WEEK_DAYS, Generator
 from tardy.simulate.store_changes import store_batches
 from tardy.simulate.writer import Writer
@@ -67,6 +69,8 @@ def simulate(
     if config.store_changes:
         for batch in store_batches(config):
             writer.emit(batch)
+    for batch in refund_batches(config):
+        writer.emit(batch)
     return SimulationResult(
         files_written=writer.files_written,
         files_existing=writer.files_existing,

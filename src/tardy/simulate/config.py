@@ -30,6 +30,8 @@ class SimulationConfig:
     invalid_rate: float = 0.005
     partner_resend: bool = True
     store_changes: bool = True
+    refunds: bool = False  # card refunds (source ``payments``, ``tardy.simulate.refunds``)
+    refund_rate: float = 0.02  # refunds per sale, per store-day
 
     def __post_init__(self) -> None:
         for name in ("stores", "days", "transactions_per_store_day"):
@@ -50,6 +52,7 @@ class SimulationConfig:
             "void_rate",
             "out_of_order_rate",
             "invalid_rate",
+            "refund_rate",
         )
         for name in rates:
             value = getattr(self, name)

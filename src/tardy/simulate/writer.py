@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tardy.landing import POS_SOURCE, arrival_dir_name
 from tardy.simulate.batch import Batch, datetime_of
+from tardy.simulate.refunds import REFUND_KINDS
 from tardy.simulate.sales import KINDS, Generator
 from tardy.simulate.store_changes import STORE_KINDS
 
@@ -21,7 +22,7 @@ class Writer:
         self.files_written = 0
         self.files_existing = 0
         self.records = 0
-        self.counts: dict[str, int] = dict.fromkeys((*KINDS, *STORE_KINDS), 0)
+        self.counts: dict[str, int] = dict.fromkeys((*KINDS, *STORE_KINDS, *REFUND_KINDS), 0)
 
     def emit(self, batch: Batch) -> None:
         if not batch.lines:
