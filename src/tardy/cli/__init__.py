@@ -172,9 +172,6 @@ def build_parser() -> argparse.ArgumentParser:
             flag = f"--{'no-' if value else ''}{name.replace('_', '-')}"
             sim.add_argument(flag, dest=name, action="store_const", const=not value)
     sim.add_argument(
-        "--refunds", action="store_const", const=True, help="also the payment provider's refunds"
-    )
-    sim.add_argument(
         "--through", type=_utc, help="delivery cutoff (ISO time, UTC): later batches wait"
     )
     sim.add_argument("--landing", type=Path, help="landing folder (default $TARDY_HOME/landing)")
