@@ -57,6 +57,7 @@ SILVER = "silver.sales_transactions"
 DOWNSTREAM = {
     "gold.daily_store_revenue",
     "gold.daily_region_revenue",
+    "gold.daily_store_net_revenue",
     "gold.weekly_store_revenue",
     "gold.monthly_store_revenue",
     "gold.store_features",

@@ -428,6 +428,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         "silver.sales_transactions": [[d(1), d(2)], [d(6), d(6)], [d(8), d(9)]],
         "gold.daily_store_revenue": [[d(1), d(2)], [d(6), d(6)], [d(8), d(9)]],
         "gold.daily_region_revenue": [[d(1), d(2)], [d(6), d(6)], [d(8), d(9)]],
+        "gold.daily_store_net_revenue": [[d(1), d(2)], [d(6), d(6)], [d(8), d(9)]],
         "gold.weekly_store_revenue": [[d(0), d(0)], [d(4), d(4)]],
         "gold.monthly_store_revenue": [[d(0), d(0)]],
         "gold.store_features": [[d(1), last.isoformat()]],
@@ -474,6 +475,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         # Only silver's changed days cascade: d(2) only re-audits silver.
         "gold.daily_store_revenue": [[d(1), d(1)], [d(6), d(6)], [d(8), d(9)]],
         "gold.daily_region_revenue": [[d(1), d(1)], [d(6), d(6)], [d(8), d(9)]],
+        "gold.daily_store_net_revenue": [[d(1), d(1)], [d(6), d(6)], [d(8), d(9)]],
         "gold.weekly_store_revenue": [[d(0), d(0)], [d(4), d(4)]],
         "gold.monthly_store_revenue": [[d(0), d(0)]],
         "gold.store_features": [[d(1), last.isoformat()]],
@@ -1094,6 +1096,7 @@ def test_named_selection_follows_sqlmesh_restate_model(context) -> None:
     assert set(gold) == {
         "gold.daily_store_revenue",
         "gold.daily_region_revenue",
+        "gold.daily_store_net_revenue",
         "gold.weekly_store_revenue",
         "gold.monthly_store_revenue",
         "gold.store_features",
@@ -1152,10 +1155,12 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
         d = day.isoformat()
         assert done.manifest.roots == {"gold.daily_store_revenue": [[d, d]]}
         assert done.manifest.named == {"models": ["gold.daily_store_revenue"], "start": d, "end": d}
-        # Region revenue too: its reconciliation audit reads the daily model (depends_on).
+        # Net revenue reads the daily model; region revenue's reconciliation audit does
+        # (depends_on).
         assert set(done.evaluated) == {
             "gold.daily_store_revenue",
             "gold.daily_region_revenue",
+            "gold.daily_store_net_revenue",
             "gold.weekly_store_revenue",
             "gold.monthly_store_revenue",
             "gold.store_features",

@@ -100,6 +100,7 @@ def test_a_version_published_before_two_restatements_re_exports_byte_for_byte(
             "gold.weekly_store_revenue",
             "gold.monthly_store_revenue",
             "gold.daily_region_revenue",
+            "gold.daily_store_net_revenue",
             "gold.store_features",
         )
     }
