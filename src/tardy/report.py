@@ -41,6 +41,8 @@ def layers(context: Context) -> list[str]:
 
 
 def summarize(context: Context, spark: SparkSession, grace_days: int) -> Summary:
+    from tardy.reporting import quarantine_models
+
     rows = {table: spark.table(table).count() for table in layers(context)}
     bronze = spark.sql(
         f"""
@@ -62,13 +64,21 @@ def summarize(context: Context, spark: SparkSession, grace_days: int) -> Summary
         "grace_days": grace_days,
         "p95_lag_hours": round(float(late.p95_h or 0), 1),
     }
-    quarantined = {
-        row.reason: int(row.n)
-        for row in spark.sql(
-            "SELECT reason, COUNT(*) AS n FROM silver.sales_quarantine "
-            "GROUP BY reason ORDER BY reason"
-        ).collect()
-    }
+    # Every source's quarantine (the models with a ``reason`` column), by reason, in one
+    # statement.
+    reasons = " UNION ALL ".join(
+        f"SELECT reason FROM {model}" for model in quarantine_models(context)
+    )
+    quarantined = (
+        {
+            row.reason: int(row.n)
+            for row in spark.sql(
+                f"SELECT reason, COUNT(*) AS n FROM ({reasons}) GROUP BY reason ORDER BY reason"
+            ).collect()
+        }
+        if reasons
+        else {}
+    )
     weekly = [
         {
             "week_start": row.week_start.isoformat(),

@@ -19,7 +19,7 @@ from tardy.engine.plan import report_dir
 from tardy.engine.trail import standing_rows
 from tardy.errors import InputError
 from tardy.home import activate
-from tardy.ingest.tables import main_table
+from tardy.ingest.tables import arrivals
 from tardy.report_records import (
     DailyRevision,
     IntervalChange,
@@ -115,7 +115,7 @@ def _lateness(spark: SparkSession, grace_days: int) -> list[LatenessDay]:
         grace_days=int(grace_days),
         by=", arrival_date",
         grouping="GROUPING SETS ((source_system, arrival_date))",
-        bronze=main_table(),
+        bronze=arrivals(spark),
     )
     out = []
     for row in spark.sql(query + " ORDER BY source_system, arrival_date").collect():

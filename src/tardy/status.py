@@ -2,9 +2,9 @@
 
 Definitions (all times UTC; a day D is the half-open interval [D 00:00, D+1 00:00)):
 
-* **Data watermark** ``W = max(arrival_ts) over bronze.pos_events - grace_days`` (config
-  variable ``grace_days``), a timestamp. It is a function of bronze only, never of the wall
-  clock or of what SQLMesh has run: the feed itself says how far it has come.
+* **Data watermark** ``W = max(arrival_ts) over every declared bronze table - grace_days``
+  (config variable ``grace_days``), a timestamp. It is a function of bronze only, never of
+  the wall clock or of what SQLMesh has run: the feeds themselves say how far they have come.
 * **Final / provisional.** A day D is *final* when the whole day lies before the watermark,
   ``end(D) = D+1 00:00 <= W``, which for a timestamp W is exactly ``D < date(W)``; otherwise
   it is *provisional*. Equivalently: D is final once bronze has seen an arrival at least
@@ -13,6 +13,8 @@ Definitions (all times UTC; a day D is the half-open interval [D 00:00, D+1 00:0
   2026-01-07 is the last final day. Bronze empty: no watermark, every day provisional. A
   period of the rollups (a week or month, keyed by its ``first_day``) is final when its last
   day is.
+* **Lateness per source** reads every declared source's bronze records, each by its own
+  event time (``sources.yaml``'s ``event_time``, ``tardy.ingest.tables.arrivals``).
 * **Late arrival** (per bronze row): ``arrival_ts > end(event day) + grace_days``, i.e. the row
   arrived after its event day had become final (strictly after: a row arriving exactly
   ``grace_days`` days after its day ended is on time). ``late_ratio = late_rows /
@@ -54,7 +56,7 @@ from datetime import date, datetime, timedelta
 from tardy.engine.delta import single_row
 from tardy.engine.log import PERIODS_VIEW, ensure_log
 from tardy.engine.trail import ensure_trail, standing_rows
-from tardy.ingest.tables import main_table
+from tardy.ingest.tables import arrivals, main_table
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -81,7 +83,7 @@ restatements that changed the row (tardy.transaction_changes)'
 AS
 WITH watermark AS (
   SELECT MAX(arrival_ts) - MAKE_DT_INTERVAL({{grace_days}}) AS data_watermark
-  FROM {{bronze}}
+  FROM ({{bronze}})
 ), revisions AS (
   SELECT row_key,
          COUNT(DISTINCT restatement_id) AS revision,
@@ -128,7 +130,7 @@ WITH bronze AS (
     event_ts,
     {MEASURED_SQL} AS measured,
     (UNIX_MICROS(arrival_ts) - UNIX_MICROS(event_ts)) / 3600e6 AS lag_hours
-  FROM {{bronze}}
+  FROM ({{bronze}})
 )
 SELECT
   source_system{{by}},
@@ -353,7 +355,7 @@ def ensure_status_view(context: Context, spark: SparkSession) -> str:
     spark.sql(
         DAILY_STATUS_VIEW_SQL.format(
             grace_days=int(context.config.variables["grace_days"]),
-            bronze=main_table(),
+            bronze=arrivals(spark),
             row_key=key_sql(sqlmesh_api.grain(snapshot), "d", "d"),
             measure_type=measure_type(spark),
         )
@@ -376,7 +378,7 @@ def lateness(spark: SparkSession, grace_days: int) -> tuple[list[SourceStatus], 
         grace_days=int(grace_days),
         by="",
         grouping="GROUPING SETS ((source_system), ())",
-        bronze=main_table(),
+        bronze=arrivals(spark),
     )
     for row in spark.sql(query).collect():
         measured = int(row.measured_rows)

@@ -85,6 +85,23 @@ def main_table(sources: Sources | None = None) -> str:
     return next(iter(sources.sources.values())).bronze
 
 
+def arrivals(spark: SparkSession, sources: Sources | None = None) -> str:
+    """Every declared bronze table's records as one query: ``source_system``,
+    ``arrival_date``, ``arrival_ts`` and ``event_ts`` (each table's parsed event time). A
+    table not created yet (no ingest since its source was declared) holds no record."""
+    tables = [t for t in bronze_tables(sources) if spark.catalog.tableExists(t.name)]
+    if not tables:
+        return (
+            "SELECT CAST(NULL AS STRING) AS source_system, CAST(NULL AS DATE) AS arrival_date, "
+            "CAST(NULL AS TIMESTAMP) AS arrival_ts, CAST(NULL AS TIMESTAMP) AS event_ts "
+            "WHERE FALSE"
+        )
+    return " UNION ALL ".join(
+        f"SELECT source_system, arrival_date, arrival_ts, {t.ts_field} AS event_ts FROM {t.name}"
+        for t in tables
+    )
+
+
 def indexed_table(sources: Sources | None = None) -> str | None:
     """The bronze table with the key index (``tardy history`` reads a key's records in it),
     None when no source declares one."""
