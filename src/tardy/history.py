@@ -1,13 +1,16 @@
-"""A transaction's story: every bronze record that arrived for it, and every restatement that
-changed its rows (``tardy history <transaction_id>``).
+"""A key's story: every bronze record that arrived for it, and every restatement that changed
+its rows (``tardy history <key>``). A key is a declared fact source's natural key: a sale's
+transaction id, a refund's id.
 
-The bronze records are read through the key index (``tardy.key_index``): its partition of the
-key, then only the bronze arrival dates that hold the key's records, so the lookup does not
-grow with history. A record belongs to the transaction when its natural key (its own id, or the
-id it corrects or voids) is the transaction id. The restatements come from the change trail
-(``tardy.engine.trail``): its rows whose ``row_key`` is the transaction id, in every model
-keyed by it. The transaction's current rows are read from those models over the event days
-its records name.
+The fact sources, their bronze tables and the models reading them by key come from
+``sources.yaml`` and the DAG (``tardy.engine.facts``). A record belongs to the key when its
+natural key (the declaration's ``natural_key``: its own id, or the id it corrects) is the key.
+In a key-indexed source the records are read through the key index (``tardy.key_index``):
+its partition of the key, then only the bronze arrival dates that hold the key's records, so
+the lookup does not grow with history; in another source, by its natural key over its bronze
+table (one scan). The restatements come from the change trail (``tardy.engine.trail``): its
+rows whose ``row_key`` is the key. The key's current rows are read from the models keyed by
+it over the event days its records and changes name.
 
 ``tardy.render.render_history`` prints it.
 """
@@ -20,8 +23,8 @@ from datetime import date
 
 from sqlglot import exp
 
-from tardy.engine import sqlmesh_api, trail
-from tardy.ingest.tables import indexed_table
+from tardy.engine import facts, sqlmesh_api, trail
+from tardy.ingest.tables import BronzeTable, bronze_tables
 from tardy.key_index import KEY_INDEX_TABLE, key_date_expression, records_of_literal_keys
 from tardy.sql import date_list, literal
 
@@ -29,33 +32,23 @@ if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlmesh import Context
 
-# The bronze columns a reader needs to follow a transaction, in the order shown.
-RECORD_COLUMNS = (
-    "arrival_ts",
-    "record_type",
-    "event_ts",
-    "store_id",
-    "product_id",
-    "quantity",
-    "unit_price",
-    "discount",
-    "corrects_transaction_id",
-    "source_system",
-    "source_file",
-    "line_number",
-    "parse_error",
-)
+# The bookkeeping columns shown with each record, after its arrival, event time and fields.
+ORIGIN_COLUMNS = ("source_system", "source_file", "line_number", "parse_error")
 
 
 @dataclass
-class TransactionHistory:
-    transaction_id: str
-    records: list[dict[str, t.Any]]  # bronze, by arrival
+class KeyHistory:
+    key: str
+    # bronze, by arrival; each record: ``bronze_table``, ``fields`` (the names of its
+    # record's field columns but the event time), ``event_time`` (the parsed event time),
+    # then its table's columns
+    records: list[dict[str, t.Any]]
     changes: list[dict[str, t.Any]]  # the change trail, oldest first
     current: dict[str, list[dict[str, t.Any]]] = field(default_factory=dict)  # model -> rows
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        # ``transaction_id``: the key's name in the JSON before any source but sales had one.
+        return {"transaction_id": self.key, **asdict(self)}
 
     @property
     def found(self) -> bool:
@@ -66,53 +59,81 @@ def _text(row: dict[str, t.Any]) -> dict[str, t.Any]:
     return {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in row.items()}
 
 
-def records(spark: SparkSession, transaction_id: str) -> list[dict[str, t.Any]]:
-    """Every bronze record of the transaction, oldest arrival first (two statements: the
-    key index in the key's partition, bronze in the arrival dates it names); none when no
-    source declares the key index."""
-    table = indexed_table()
-    if table is None:
-        return []
-    key_date = key_date_expression(exp.Literal.string(transaction_id)).sql("spark")
+def _where(spark: SparkSession, source: facts.FactSource, key: str) -> str | None:
+    """The key's records in the source's bronze table, as a predicate (None: it has none)."""
+    if not source.key_index:
+        return f"{source.natural_key} = {literal(key)}"
+    key_date = key_date_expression(exp.Literal.string(key)).sql("spark")
     dates = [
         row.arrival_date.isoformat()
         for row in spark.sql(
             f"SELECT DISTINCT arrival_date FROM {KEY_INDEX_TABLE} "
-            f"WHERE key_date = {key_date} AND natural_key = {literal(transaction_id)}"
+            f"WHERE key_date = {key_date} AND natural_key = {literal(key)}"
         ).collect()
     ]
-    if not dates:
-        return []
-    where = records_of_literal_keys([transaction_id], dates).sql("spark")
-    columns = ", ".join(RECORD_COLUMNS)
-    rows = spark.sql(
-        f"SELECT {columns} FROM {table} WHERE {where} ORDER BY arrival_ts, source_file, line_number"
-    ).collect()
-    return [_text(row.asDict()) for row in rows]
+    return records_of_literal_keys([key], dates).sql("spark") if dates else None
 
 
-def keyed_models(context: Context) -> dict[str, str]:
-    """Prod's models whose grain is one column, ``transaction_id``: model -> time column."""
-    out = {}
-    for snapshot in sqlmesh_api.prod_snapshots(context).values():
-        if not snapshot.is_model or sqlmesh_api.grain(snapshot) != ["transaction_id"]:
+def _fields(table: BronzeTable) -> list[str]:
+    """The columns of the record's fields but its event time (parsed apart)."""
+    return [table.column(f) for f in table.fields if f != table.ts_field]
+
+
+def _columns(table: BronzeTable) -> list[str]:
+    return ["arrival_ts", table.ts_field, *_fields(table), *ORIGIN_COLUMNS]
+
+
+def records(
+    spark: SparkSession, sources: list[facts.FactSource], key: str
+) -> list[dict[str, t.Any]]:
+    """Every bronze record of the key in the fact sources, oldest arrival first (per source:
+    the key index and bronze in the arrival dates it names, or one scan of bronze)."""
+    tables = {table.name: table for table in bronze_tables()}
+    found = []
+    for source in sources:
+        table = tables[source.table]
+        where = _where(spark, source, key)
+        if where is None:
             continue
-        column = snapshot.model.time_column
-        if column is not None:
-            out[snapshot.model.name] = column.column.name
+        rows = spark.sql(
+            f"SELECT {', '.join(_columns(table))} FROM {table.name} WHERE {where}"
+        ).collect()
+        found += [
+            {
+                "bronze_table": table.name,
+                "fields": _fields(table),
+                "event_time": row[table.ts_field],
+                **row.asDict(),
+            }
+            for row in rows
+        ]
+    found.sort(key=lambda r: (r["arrival_ts"], r["source_file"], r["line_number"]))
+    return [_text(record) for record in found]
+
+
+def keyed_models(sources: list[facts.FactSource]) -> dict[str, tuple[str, str]]:
+    """The models reading a fact source by its natural key: model -> (key column, time
+    column)."""
+    out = {}
+    for source in sources:
+        for reader in source.readers:
+            column = reader.snapshot.model.time_column
+            if not reader.by_record and column is not None:
+                out[reader.name] = (reader.grain, column.column.name)
     return out
 
 
-def history(context: Context, spark: SparkSession, transaction_id: str) -> TransactionHistory:
-    found = records(spark, transaction_id)
-    changes = [_text(row) for row in trail.changes(spark, row_key=transaction_id)]
-    days = {date.fromisoformat(r["event_ts"][:10]) for r in found if r["event_ts"]}
+def history(context: Context, spark: SparkSession, key: str) -> KeyHistory:
+    sources = facts.project_fact_sources(context, sqlmesh_api.model_snapshots(context))
+    found = records(spark, sources, key)
+    changes = [_text(row) for row in trail.changes(spark, row_key=key)]
+    days = {date.fromisoformat(r["event_time"][:10]) for r in found if r["event_time"]}
     days |= {date.fromisoformat(c["event_date"]) for c in changes if c["event_date"]}
     current = {}
-    for model, column in sorted(keyed_models(context).items()):
+    for model, (key_column, time_column) in sorted(keyed_models(sources).items()):
         rows = spark.sql(
-            f"SELECT * FROM {model} WHERE {date_list(f'`{column}`', days)} "
-            f"AND transaction_id = {literal(transaction_id)}"
+            f"SELECT * FROM {model} WHERE {date_list(f'`{time_column}`', days)} "
+            f"AND `{key_column}` = {literal(key)}"
         ).collect()
         current[model] = [_text(row.asDict()) for row in rows]
-    return TransactionHistory(transaction_id, found, changes, current)
+    return KeyHistory(key, found, changes, current)

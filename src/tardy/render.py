@@ -40,7 +40,7 @@ if t.TYPE_CHECKING:
     from tardy.alerts import Alert
     from tardy.engine.detect import Manifest
     from tardy.engine.diff import Diff, IntervalDiff
-    from tardy.history import TransactionHistory
+    from tardy.history import KeyHistory
     from tardy.report import Summary
     from tardy.status import RestatedDay, SourceStatus, Status
     from tardy.versions import Publication, Shown
@@ -448,22 +448,24 @@ def _delta(before: dict[str, str] | None, after: dict[str, str] | None) -> str:
     return "; ".join(f"{k}: {before.get(k)} → {after[k]}" for k in touched)
 
 
-def render_history(story: TransactionHistory, console: Console) -> None:
+def _fields(values: Mapping[str, t.Any], names: Iterable[str]) -> str:
+    """``name value, ...`` of the names with a value."""
+    return ", ".join(f"{k} {values[k]}" for k in names if values.get(k) is not None)
+
+
+def render_history(story: KeyHistory, console: Console) -> None:
     if not story.found:
-        console.print(
-            f"No bronze record and no restatement names transaction {story.transaction_id}."
-        )
+        console.print(f"No bronze record and no restatement names key {story.key}.")
         return
-    records = Table(title=f"Bronze records of {story.transaction_id} (by arrival)")
+    records = Table(title=f"Bronze records of {story.key} (by arrival)")
     records.add_column("arrived", overflow="fold")
-    records.add_column("type / event", overflow="fold")
-    records.add_column("amount", overflow="fold")
+    records.add_column("event / record", overflow="fold")
     records.add_column("file", overflow="fold")
     for r in story.records:
         records.add_row(
             timestamp(r["arrival_ts"]),
-            f"{r['record_type']}\n{timestamp(r['event_ts']) or r['parse_error']}",
-            f"{r['quantity']} x {r['unit_price']}\n- {r['discount']}",
+            f"{timestamp(r['event_time']) or r['parse_error']}\n{_fields(r, r['fields'])}",
+            f"{r['bronze_table']}\n"
             f"{r['source_system']}/{Path(str(r['source_file'])).name}:{r['line_number']}",
         )
     console.print(records)
@@ -487,11 +489,7 @@ def render_history(story: TransactionHistory, console: Console) -> None:
         if not rows:
             console.print(f"Now in {model}: no row (voided, quarantined or not yet run).")
         for row in rows:
-            console.print(
-                f"Now in {model}: {row.get('event_date')} {row.get('record_type')}, "
-                f"net {row.get('net_amount')}, {row.get('version_count')} version(s).",
-                highlight=False,
-            )
+            console.print(f"Now in {model}: {_fields(row, row)}.", highlight=False)
 
 
 def render_engine(status: EngineStatus, console: Console) -> None:

@@ -17,7 +17,7 @@ from tardy import render, render_models
 from tardy.alerts import Alert, Metric
 from tardy.engine.detect import Manifest
 from tardy.engine.diff import Diff, IntervalDiff
-from tardy.history import TransactionHistory
+from tardy.history import KeyHistory
 from tardy.report import Summary
 from tardy.status import RestatedDay, Revisions, SourceStatus, Status
 
@@ -193,7 +193,7 @@ def summary() -> Summary:
 TRANSACTION = "S017-20260105-00042"
 
 
-def transaction_history() -> TransactionHistory:
+def transaction_history() -> KeyHistory:
     sale = {
         "transaction_id": TRANSACTION,
         "store_id": "17",
@@ -203,9 +203,22 @@ def transaction_history() -> TransactionHistory:
         "version_count": "1",
     }
     record = {
+        "bronze_table": "bronze.pos_events",
+        "fields": [
+            "transaction_id",
+            "record_type",
+            "store_id",
+            "product_id",
+            "quantity",
+            "unit_price",
+            "discount",
+            "corrects_transaction_id",
+        ],
+        "event_time": "2026-01-05T12:00:01",
         "arrival_ts": "2026-01-05T23:59:58",
-        "record_type": "sale",
         "event_ts": "2026-01-05T12:00:01",
+        "transaction_id": TRANSACTION,
+        "record_type": "sale",
         "store_id": "17",
         "product_id": "4",
         "quantity": "1000",
@@ -221,7 +234,9 @@ def transaction_history() -> TransactionHistory:
         **record,
         "arrival_ts": "2026-01-19T08:00:00",
         "record_type": "correction",
+        "event_time": "2026-01-07T12:00:01",
         "event_ts": "2026-01-07T12:00:01",
+        "transaction_id": f"{TRANSACTION}-C",
         "corrects_transaction_id": TRANSACTION,
     }
     change = {
@@ -237,7 +252,7 @@ def transaction_history() -> TransactionHistory:
         "after": {**sale, "net_amount": "1234.50", "version_count": "2"},
         "promoted_at": "2026-01-20T09:00:00",
     }
-    return TransactionHistory(
+    return KeyHistory(
         TRANSACTION,
         [record, correction],
         [change, {**change, "action": "rolled_back", "before": change["after"], "after": sale}],
@@ -506,16 +521,23 @@ def test_status_says_how_much_restated_days_moved() -> None:
 def test_history_tells_the_transactions_story() -> None:
     text = TABLES["history"]()
     flat = " ".join(text.split())
-    # Each record: arrival, type and event time, amount, file and line.
+    # Each record: arrival, event time and its fields, its table, file and line.
     assert "2026-01-19 08:00" in text and "correction" in text and "2026-01-07 12:00" in text
-    assert "1000 x 1234.5675" in text and "123456" in flat
+    assert "123456" in flat
+    wide = TABLES["history"](width=500)
+    assert "quantity 1000, unit_price 1234.5675, discount 0.0" in wide
+    assert f"corrects_transaction_id {TRANSACTION}" in wide
+    assert "corrects_transaction_id None" not in wide  # a field without value is left out
     # The change shows only the columns that moved, before → after.
     flat = TABLES["history"](width=500)
     assert "net_amount: 1234567.50 → 1234.50; version_count: 1 → 2" in flat
     assert "rolled_back" in text and "[OPS-1234]" in flat
-    assert "Now in silver.sales_transactions: 2026-01-05 sale, net 1234567.50" in flat
-    empty = rendered(TransactionHistory("T-404", [], []), printer=render.render_history)
-    assert "No bronze record and no restatement names transaction T-404" in empty
+    assert (
+        f"Now in silver.sales_transactions: transaction_id {TRANSACTION}, store_id 17, "
+        "event_date 2026-01-05, net_amount 1234567.50, record_type sale, version_count 1."
+    ) in flat
+    empty = rendered(KeyHistory("T-404", [], []), printer=render.render_history)
+    assert "No bronze record and no restatement names key T-404" in empty
 
 
 def test_alerts_name_source_metric_and_tier() -> None:

@@ -16,6 +16,7 @@ import pytest
 from tardy.landing import arrival_dir_name, parse_arrival_dir
 from tardy.simulate import SimulationConfig, SimulationResult, simulate
 from tardy.simulate.config import DEFAULT_START
+from tardy.simulate.refunds import REFUND_KINDS
 from tardy.simulate.sales import INVALID_REASONS, KINDS, UNIT_PRICE_CENTS
 from tardy.simulate.store_changes import STORE_KINDS
 
@@ -153,7 +154,9 @@ def test_result_totals(small: Run) -> None:
     )
     assert store_lines > 0
     assert result.records == len(small.landed) + store_lines
-    assert set(result.counts) == set(KINDS) | set(STORE_KINDS)
+    # Every feed's kinds are counted, a feed switched off (refunds, by default) at 0.
+    assert set(result.counts) == set(KINDS) | set(STORE_KINDS) | set(REFUND_KINDS)
+    assert not any(result.counts[k] for k in REFUND_KINDS)
     sale_kinds = ("on_time", "late_hours", "late_days", "late_weeks")
     sales = sum(result.counts[k] for k in sale_kinds)
     other = ("duplicate", "correction", "void", "partner_resend")

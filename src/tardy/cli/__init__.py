@@ -282,9 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
     st.set_defaults(func=cmd_status)
 
     hist = sub.add_parser(
-        "history", help="a transaction's bronze records and the restatements that changed it"
+        "history", help="a key's bronze records and the restatements that changed its rows"
     )
-    hist.add_argument("transaction_id")
+    hist.add_argument(
+        "key", help="a declared source's natural key: a sale's transaction id, a refund's id"
+    )
     hist.add_argument("--json", action="store_true")
     hist.set_defaults(func=cmd_history)
 

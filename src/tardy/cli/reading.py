@@ -221,7 +221,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     context = open_context(args.gateway, progress_to_stderr=args.json)
     meter = Meter(spark_of(context))
     with meter.step("history"):
-        story = history(context, spark_of(context), args.transaction_id)
+        story = history(context, spark_of(context), args.key)
     if args.json:
         print_json({**story.as_dict(), **meter.as_dict()})
     else:

@@ -24,7 +24,6 @@ from datetime import UTC, date, datetime, timedelta
 from tardy.engine import delta, dimension, facts, sqlmesh_api
 from tardy.engine.closure import Closure, days_of, ranges
 from tardy.key_index import KeySet
-from tardy.sources import declared
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -137,12 +136,7 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
     snapshots = sqlmesh_api.model_snapshots(context)
     closure = Closure(context, snapshots)
     dimensions = dimension.dimensions(context, snapshots)
-    sources = facts.fact_sources(
-        context,
-        closure.snapshots.values(),
-        declared(),
-        {table for dim in dimensions for table in dim.sources},
-    )
+    sources = facts.project_fact_sources(context, snapshots)
     if not sources:
         raise facts.FactSourceError(
             "no model reads a fact source declared in sources.yaml (after a change to the "

@@ -142,6 +142,23 @@ def fact_sources(
     return out
 
 
+def project_fact_sources(context: Context, snapshots: t.Sequence[Snapshot]) -> list[FactSource]:
+    """``fact_sources`` of the project: its declared bronze tables but its dimensions', read
+    by its models computed by intervals."""
+    from tardy.engine import dimension
+    from tardy.sources import declared
+
+    dimension_tables = {
+        table for dim in dimension.dimensions(context, list(snapshots)) for table in dim.sources
+    }
+    return fact_sources(
+        context,
+        [s for s in snapshots if sqlmesh_api.has_intervals(s)],
+        declared(),
+        dimension_tables,
+    )
+
+
 def changes(
     context: Context,
     spark: SparkSession,
