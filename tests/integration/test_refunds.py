@@ -190,6 +190,28 @@ def test_late_duplicated_corrected_and_bad_refunds_restate_exactly_their_days(
             ("R3", day(4), "0.75"),
             ("R4", day(6), "1.25"),
         ]
+        # `tardy history` of the moved refund: its two records in the refunds' bronze table,
+        # the restatements that added it on day 5, then moved it to day 6; its row now.
+        code, out, err = cli_in_process("history", "R4", "--json")
+        assert code == 0, err
+        story = json.loads(out)
+        assert [
+            (r["bronze_table"], r["refund_id"], r["event_time"][:10]) for r in story["records"]
+        ] == [
+            ("bronze.payment_refunds", "R4", day(5).isoformat()),
+            ("bronze.payment_refunds", "R4-C", day(6).isoformat()),
+        ]
+        moves = sorted(
+            (c["event_date"], c["change"], c["reason"])
+            for c in story["changes"]
+            if c["model"] == REFUNDS
+        )
+        assert moves == [
+            (day(5).isoformat(), "added", "late refunds"),
+            (day(5).isoformat(), "removed", "corrected refunds"),
+            (day(6).isoformat(), "added", "corrected refunds"),
+        ]
+        assert [r["refund_date"] for r in story["current"][REFUNDS]] == [day(6).isoformat()]
     finally:
         engine.release()
 
