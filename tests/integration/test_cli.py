@@ -59,6 +59,8 @@ def test_demo_prints_the_summary_and_is_rerunnable(engine, demo_home: Path, tmp_
     # A late store change was among them: its validity windows, and region revenue promoted.
     assert story["store_changes"]["silver.store_versions"]
     assert "gold.daily_region_revenue" in restated["promoted"]
+    # Late card refunds for closed days too: their refund days, and net revenue's.
+    assert story["refunds"] and "gold.daily_store_net_revenue" in restated["promoted"]
     assert "Late changes of silver.store_versions alter the as-of join" in first.stderr
     # The named week was recomputed, equal to prod: nothing promoted.
     named = story["named"]
