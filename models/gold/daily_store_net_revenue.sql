@@ -7,6 +7,8 @@ MODEL (
     lookback 3
   ),
   grain (event_date, store_id),
+  -- Published: consumers read its versions by number (tardy publish, tardy versions).
+  tags (published),
   audits (
     unique_combination_of_columns(columns := (event_date, store_id)),
     not_null(columns := (event_date, store_id, revenue, refunds, refunded, net_revenue)),

@@ -142,7 +142,7 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(
     engine.release()
     mark("staged")
     restatement_id, tables, unrestated = staged["id"], staged["tables"], staged["fingerprint"]
-    assert tables == 6  # silver, daily, weekly, monthly, features, region
+    assert tables == 7  # silver, daily, net, weekly, monthly, features, region
 
     for point in ("promote:2", "trail:1"):
         killed = _run(home, str(BIN / "tardy"), "promote", restatement_id, failpoint=point)

@@ -232,7 +232,9 @@ def test_restating_again_leaves_every_table_identical(
     restate_bronze(context, CONFIG.start, timeline.builds[-1].clock)
     again = content_hashes(context, spark)
     assert again == restated
-    assert all(fp["rows"] > 0 for fp in restated.values())
+    # The timeline simulates no card refunds (off by default): their tables alone are empty.
+    unfed = {"bronze.payment_refunds", "silver.refunds", "silver.refund_quarantine"}
+    assert {name for name, fp in restated.items() if fp["rows"] == 0} == unfed
 
 
 # --- exact interval writes: a void that empties a day, a correction that moves a day ---------
@@ -420,6 +422,9 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     assert manifest.roots == {
         "silver.sales_quarantine": [[d(2), d(2)]],
         "silver.sales_transactions": [[d(1), d(1)], [d(6), d(6)], [d(8), d(9)]],
+        # The readers of the other fact source, the refunds: nothing new arrived for them.
+        "silver.refund_quarantine": [],
+        "silver.refunds": [],
     }
     # The closure over the DAG, if every reached day changed: silver also re-audits the
     # quarantine's day (its reconciliation reads the quarantine: `depends_on`).
@@ -789,11 +794,13 @@ def test_staging_clones_what_is_read_beyond_the_restated_intervals(context, time
     snapshots = model_snapshots(context)
     staged = [s for s in snapshots if has_intervals(s)]  # a view is never staged
     cloned = {s.model.name for s in staged if reads_beyond_intervals(s, snapshots)}
-    # Read by a child model (silver by daily, daily by the rollups) or by another model's
-    # audit (the quarantine by reconciles_with_bronze); the leaves are staged empty.
+    # Read by a child model (silver by daily, daily by the rollups, the refunds by net
+    # revenue) or by another model's audit (the quarantine by reconciles_with_bronze); the
+    # leaves are staged empty.
     assert cloned == {
         "silver.sales_quarantine",
         "silver.sales_transactions",
+        "silver.refunds",
         "gold.daily_store_revenue",
     }
 
