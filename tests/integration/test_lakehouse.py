@@ -232,8 +232,8 @@ def test_restating_again_leaves_every_table_identical(
     restate_bronze(context, CONFIG.start, timeline.builds[-1].clock)
     again = content_hashes(context, spark)
     assert again == restated
-    # The timeline simulates no card refunds (off by default): their tables alone are empty.
-    unfed = {"bronze.payment_refunds", "silver.refunds", "silver.refund_quarantine"}
+    # The timeline simulates no card refunds (off by default): their models alone are empty.
+    unfed = {"silver.refunds", "silver.refund_quarantine"}
     assert {name for name, fp in restated.items() if fp["rows"] == 0} == unfed
 
 
@@ -437,6 +437,8 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         "gold.weekly_store_revenue": [[d(0), d(0)], [d(4), d(4)]],
         "gold.monthly_store_revenue": [[d(0), d(0)]],
         "gold.store_features": [[d(1), last.isoformat()]],
+        "silver.refund_quarantine": [],
+        "silver.refunds": [],
     }
     assert manifest.absorbed_by_next_run["silver.sales_transactions"] == [[last.isoformat()] * 2]
     # The changed keys, known as literals (few new rows), with the arrival dates holding
