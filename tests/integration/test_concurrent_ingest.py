@@ -53,7 +53,7 @@ def race() -> list:
             thread.start()
         for thread in threads:
             thread.join()
-        errors = [repr(r) for r in results if isinstance(r, Exception)]
+        errors = [f"{type(r).__name__}: {r}" for r in results if isinstance(r, Exception)]
         files = sorted(home.landing.rglob("*.jsonl"))
         lines = {
             (path.relative_to(home.landing).as_posix(), n)
