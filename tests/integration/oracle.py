@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import typing as t
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -464,3 +465,16 @@ def daily_region_revenue(landing: Path) -> pd.DataFrame:
         for (day, region), (stores, count, revenue) in sorted(totals.items())
     ]
     return pd.DataFrame(rows, columns=REGION_REVENUE_COLUMNS)
+
+
+def reads_by_bounds(audit: t.Any) -> bool:
+    """Whether an audit reads anything by the restated interval's bounds besides the audited
+    rows (its text names ``@start_...`` or ``@end_...``: a reconciliation): tardy runs it once
+    per interval, and any other audit once over the union of the intervals."""
+    text = audit.query.sql() if hasattr(audit, "query") else ""
+    return "@start_" in text or "@end_" in text
+
+
+def audit_runs(model: t.Any, spans: int) -> int:
+    """The audit results of a model (a SQLMesh model) restated on ``spans`` intervals."""
+    return sum(spans if reads_by_bounds(a) else 1 for a, _ in model.audits_with_args)

@@ -594,7 +594,8 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     audits = entries[1]["audit_results"][0]
     assert audits["blocking_failures"] == 0 and audits["failed"] == []
     assert audits["audits_run"] == sum(
-        len(spans) * n_audits(context, model) for model, spans in expected_evaluated.items()
+        oracle.audit_runs(context.get_model(model), len(spans))
+        for model, spans in expected_evaluated.items()
     )
     periods = spark.sql(
         f"SELECT period FROM tardy.restated_periods WHERE model = 'gold.daily_store_revenue' "
@@ -785,10 +786,6 @@ def writes_per_staged_table(context, spark) -> dict[str, int]:
     return out
 
 
-def n_audits(context, model: str) -> int:
-    return len(context.get_model(model).audits)
-
-
 def test_staging_clones_what_is_read_beyond_the_restated_intervals(context, timeline) -> None:
     from tardy.engine.sqlmesh_api import has_intervals, model_snapshots
     from tardy.engine.stage import reads_beyond_intervals
@@ -960,8 +957,11 @@ DAMAGES = [
 def test_each_audit_passes_on_prod_and_fails_on_a_damaged_copy(
     model: str, audit_name: str, damage: str, context, spark
 ) -> None:
-    """The audits run by tardy's engine (SQLMesh renders them) over a clone of prod: clean,
-    the audit returns nothing; after one damaging statement, it returns rows and blocks."""
+    """The audits run by tardy's engine (SQLMesh renders them) over a clone of prod, on two
+    intervals (the first and the last period): clean, the audit returns nothing; after one
+    statement damaging the last period, it returns rows and blocks. An audit of the model's
+    own rows runs once over both intervals, a reconciliation once per interval, and only
+    its run over the damaged one fails (``oracle.reads_by_bounds``)."""
     from tardy.engine import audit, delta, sqlmesh_api
     from tardy.engine.stage import drop_stage
 
@@ -970,17 +970,29 @@ def test_each_audit_passes_on_prod_and_fails_on_a_damaged_copy(
     prod = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
     staged = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False))
     column = sqlmesh_api.time_column(snapshot)
-    period = spark.sql(f"SELECT MAX({column}) AS p FROM {prod}").first().p
+    low, period = spark.sql(f"SELECT MIN({column}), MAX({column}) FROM {prod}").first()
+    first = low if low < period else low - timedelta(days=31)  # one month: an empty one before
     renderer = sqlmesh_api.Renderer.for_prod(context, execution_day=CONFIG.last_day)
     renderer.stage(snapshot)
-    interval = [[period.isoformat(), period.isoformat()]]
+    intervals = [[first.isoformat(), first.isoformat()], [period.isoformat(), period.isoformat()]]
+    by_bounds = oracle.reads_by_bounds(
+        next(a for a, _ in snapshot.model.audits_with_args if a.name == audit_name)
+    )
     try:
         delta.stage_table(spark, staged, prod, delta.version(spark, prod), clone=True)
-        clean = {r.audit: r for r in audit.run(spark, renderer, snapshot, interval)}
-        assert clean[audit_name].rows == 0, clean[audit_name]
+        clean = [
+            r for r in audit.run(spark, renderer, snapshot, intervals) if r.audit == audit_name
+        ]
+        assert [r.spans for r in clean] == ([[i] for i in intervals] if by_bounds else [intervals])
+        assert all(r.rows == 0 for r in clean), clean
         spark.sql(damage.format(t=staged, p=period))
-        damaged = {r.audit: r for r in audit.run(spark, renderer, snapshot, interval)}
-        assert damaged[audit_name].failed and damaged[audit_name].blocking, damaged[audit_name]
+        damaged = [
+            r for r in audit.run(spark, renderer, snapshot, intervals) if r.audit == audit_name
+        ]
+        assert [r.spans for r in damaged if r.failed] == [
+            intervals[-1:] if by_bounds else intervals
+        ]
+        assert all(r.blocking for r in damaged), damaged
     finally:
         drop_stage(context, spark)
 

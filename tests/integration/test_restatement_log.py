@@ -177,9 +177,30 @@ def _new_entries() -> list[t.Any]:
 
     spans = {SILVER: [["2024-03-01", "2024-03-02"]], DAILY: [["2024-03-02", "2024-03-02"]]}
     audits = [
-        AuditResult("not_null", SILVER, ["2024-03-01", "2024-03-02"], 0, True),
-        AuditResult("reconciles_with_silver", DAILY, ["2024-03-02", "2024-03-02"], 0, True),
-        AuditResult("few_quarantined", SILVER, ["2024-03-01", "2024-03-02"], 3, False),
+        AuditResult(
+            "not_null",
+            SILVER,
+            ["2024-03-01", "2024-03-02"],
+            0,
+            True,
+            [["2024-03-01", "2024-03-02"]],
+        ),
+        AuditResult(
+            "reconciles_with_silver",
+            DAILY,
+            ["2024-03-02", "2024-03-02"],
+            0,
+            True,
+            [["2024-03-02", "2024-03-02"]],
+        ),
+        AuditResult(
+            "few_quarantined",
+            SILVER,
+            ["2024-03-01", "2024-03-02"],
+            3,
+            False,
+            [["2024-03-01", "2024-03-02"]],
+        ),
     ]
     staged = [
         StagedTable(SILVER, "p.s", "p.s__dev", "event_date", 11, spans[SILVER], "v1",
@@ -239,7 +260,14 @@ def _new_entries() -> list[t.Any]:
             reason="bad rows",
             logged_at=datetime(2024, 3, 4, 8, 0),
             audits=[
-                AuditResult("not_null", SILVER, ["2024-03-04", "2024-03-04"], 0, True),
+                AuditResult(
+                    "not_null",
+                    SILVER,
+                    ["2024-03-04", "2024-03-04"],
+                    0,
+                    True,
+                    [["2024-03-04", "2024-03-04"]],
+                ),
                 AuditResult(
                     "reconciles_with_bronze", SILVER, ["2024-03-04", "2024-03-04"], 7, True
                 ),

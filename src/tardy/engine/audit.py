@@ -1,10 +1,15 @@
-"""Audit a staged model: every audit over every restated interval, in one Spark query.
+"""Audit a staged model: every audit over its restated intervals, in one Spark query.
 
 SQLMesh renders each audit of the model for each interval (``@this_model`` is the staged
-table restricted to the interval, other models resolve to their staged or prod tables); the
-renders are combined into one ``UNION ALL`` of row counts, so a model's audits cost one
-statement whatever the number of intervals. An audit fails when its query returns rows, as
-in SQLMesh. Each audit keeps the ``blocking`` setting the project declares (see
+table restricted to the interval, other models resolve to their staged or prod tables). An
+audit whose render depends on the interval only through ``@this_model`` (the built-in
+audits, any audit of the model's own rows) runs once, over the union of the intervals
+(``sqlmesh_api.over_union``); an audit that also reads another table by the interval's
+bounds (a reconciliation) runs once per interval. The queries are combined into one
+``UNION ALL`` of row counts, so a model's audits cost one statement whatever the number of
+intervals, and a model restated on k intervals pays one branch per audit plus k per
+reconciliation, not k per audit. An audit fails when its query returns rows, as in
+SQLMesh. Each audit keeps the ``blocking`` setting the project declares (see
 ``sqlmesh_api.declared_blocking``). A model written by key is audited with the same render
 variables as its write: an audit that reads them (``reconciles_with_bronze``) checks the
 recomputed keys' rows, the others see the whole staged intervals.
@@ -27,9 +32,10 @@ if t.TYPE_CHECKING:
 class AuditResult:
     audit: str
     model: str
-    interval: list[str]
+    interval: list[str]  # the first and last day it read (of ``spans``)
     rows: int  # rows the audit query returned: 0 = passed
     blocking: bool
+    spans: list[list[str]]  # the intervals it covered: all of them when run over their union
 
     @property
     def failed(self) -> bool:
@@ -59,30 +65,28 @@ def run(
     intervals: list[list[str]],
     variables: dict[str, t.Any] | None = None,
 ) -> list[AuditResult]:
-    """Every audit of the model for every interval, counted in one query; ``variables``
+    """Every audit of the model over ``intervals``, counted in one query; ``variables``
     are the render variables of the model's write (``stage.KeyRestriction.variables``)."""
     blocking = sqlmesh_api.declared_blocking(snapshot)
-    cases: list[tuple[str, list[str]]] = []
-    branches: list[str] = []
-    for first, last in intervals:
-        for name, query in renderer.audits(snapshot, first, last, variables):
-            branches.append(
-                f"SELECT {len(cases)} AS _case, COUNT(*) AS _rows FROM "
-                f"({query.sql(dialect='spark', identify=True)}) AS _audit_{len(cases)}"
-            )
-            cases.append((name, [first, last]))
-    if not branches:
+    queries = renderer.audits_over(snapshot, intervals, variables)
+    if not queries:
         return []
+    branches = [
+        f"SELECT {case} AS _case, COUNT(*) AS _rows FROM "
+        f"({item.query.sql(dialect='spark', identify=True)}) AS _audit_{case}"
+        for case, item in enumerate(queries)
+    ]
     counts = {
         row._case: int(row._rows) for row in spark.sql(" UNION ALL ".join(branches)).collect()
     }
     return [
         AuditResult(
-            audit=name,
+            audit=item.audit,
             model=snapshot.model.name,
-            interval=interval,
-            rows=counts[i],
-            blocking=blocking.get(name, True),
+            interval=[min(s[0] for s in item.spans), max(s[1] for s in item.spans)],
+            rows=counts[case],
+            blocking=blocking.get(item.audit, True),
+            spans=item.spans,
         )
-        for i, (name, interval) in enumerate(cases)
+        for case, item in enumerate(queries)
     ]

@@ -217,6 +217,104 @@ class Renderer:
             out.append((audit.name, query))
         return out
 
+    def audits_over(
+        self,
+        snapshot: Snapshot,
+        intervals: list[list[str]],
+        variables: dict[str, t.Any] | None = None,
+    ) -> list[AuditQuery]:
+        """Every audit of the model over ``intervals``: once over their union when only
+        ``@this_model`` depends on the interval (``over_union``: the built-in audits, any
+        audit of the model's own rows), else once per interval (an audit that also reads
+        another table by ``@start_date``/``@end_date``, such as a reconciliation)."""
+        renders = [self.audits(snapshot, first, last, variables) for first, last in intervals]
+        if not renders:
+            return []
+        table = exp.to_table(snapshot.table_name(self.index.is_deployable(snapshot)))
+        column = time_column(snapshot)
+        out = []
+        for position, (name, _) in enumerate(renders[0]):
+            queries = [render[position][1] for render in renders]
+            union = over_union(queries, intervals, table, column) if len(intervals) > 1 else None
+            if union is not None:
+                out.append(AuditQuery(name, union, [list(i) for i in intervals]))
+            else:
+                out += [
+                    AuditQuery(name, q, [list(i)]) for q, i in zip(queries, intervals, strict=True)
+                ]
+        return out
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    """One audit's query and the intervals it covers: every restated interval of the model
+    when it is rendered over their union, else the one interval it was rendered for."""
+
+    audit: str
+    query: exp.Query
+    spans: list[list[str]]
+
+
+def over_union(
+    queries: list[exp.Query], intervals: list[list[str]], table: exp.Table, column: str
+) -> exp.Query | None:
+    """One query over the union of ``intervals``, from the renders of one audit for each
+    interval (``queries``, in the same order), when the renders differ only in the interval
+    that SQLMesh's ``@this_model`` puts on the audited table (``table``): the subquery
+    ``SELECT * FROM table WHERE column BETWEEN first AND last``. That filter becomes ``column
+    BETWEEN first_1 AND last_1 OR ...``. ``None`` when anything else in the render depends on
+    the interval (``@start_date`` on another table: a reconciliation), so it must stay per
+    interval."""
+    canonical: set[str] = set()
+    restricted: list[exp.Between] = []  # each interval's filter
+    template: exp.Query | None = None
+    for query in queries:
+        copy = query.copy()
+        filters = _interval_filters(copy, table, column)
+        if len({(f.args["low"].sql(), f.args["high"].sql()) for f in filters}) > 1:
+            return None
+        restricted += [filters[0].copy()] if filters else []
+        for found in filters:
+            found.replace(exp.column(_UNION_PLACEHOLDER))
+        canonical.add(copy.sql(dialect="spark"))
+        template = copy
+    if len(canonical) != 1 or template is None:
+        return None
+    if len(restricted) != len(intervals):  # the interval appears nowhere: the render is the same
+        return template
+    union = exp.paren(exp.or_(*restricted))
+    return t.cast(
+        exp.Query,
+        template.transform(
+            lambda node: (
+                union.copy()
+                if isinstance(node, exp.Column) and node.name == _UNION_PLACEHOLDER
+                else node
+            )
+        ),
+    )
+
+
+_UNION_PLACEHOLDER = "__tardy_restated_intervals__"
+
+
+def _interval_filters(query: exp.Query, table: exp.Table, column: str) -> list[exp.Between]:
+    """The ``column BETWEEN first AND last`` filters ``@this_model`` puts on ``table``."""
+    found = []
+    for between in query.find_all(exp.Between):
+        where = between.parent
+        select = where.parent if isinstance(where, exp.Where) else None
+        source = select.args.get("from_") if isinstance(select, exp.Select) else None
+        read = source.this if isinstance(source, exp.From) else None
+        if (
+            isinstance(between.this, exp.Column)
+            and between.this.name == column
+            and isinstance(read, exp.Table)
+            and (read.name, read.db) == (table.name, table.db)
+        ):
+            found.append(between)
+    return found
+
 
 def reads_variable(snapshot: Snapshot, name: str, value: t.Any) -> bool:
     """Whether the model's query depends on the render variable ``name``: it renders

@@ -136,21 +136,24 @@ def _commit(
         spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
         bronze = spark.createDataFrame(frame, schema=schema)
         # The key index first: a crash before the bronze commit leaves only extra index rows.
-        bronze.createOrReplaceTempView(_BATCH_VIEW)
+        # A view of this ingest's own: two ingests in one Spark session (threads, the warm
+        # engine) must not read or drop each other's batch.
+        view = f"{_BATCH_VIEW}_{result.ingestion_id}"
+        bronze.createOrReplaceTempView(view)
         dates = set(frame["arrival_date"])
         try:
             if table.key_index:
-                append_key_index(spark, _BATCH_VIEW)
+                append_key_index(spark, view)
             # SQL rather than the DeltaTable API: it also runs over Spark Connect, whose
             # server would otherwise need Delta's Connect plugins (docs/cluster.md).
             merged = spark.sql(
-                f"MERGE INTO {table.name} AS b USING {_BATCH_VIEW} AS s "
+                f"MERGE INTO {table.name} AS b USING {view} AS s "
                 f"ON {date_list('b.arrival_date', dates)} AND b.file_sha256 = s.file_sha256 "
                 "AND b.line_number = s.line_number "
                 "WHEN NOT MATCHED THEN INSERT *"
             ).first()
         finally:
-            spark.catalog.dropTempView(_BATCH_VIEW)
+            spark.catalog.dropTempView(view)
         inserted = _inserted_rows(merged)
         if inserted is not None and inserted < len(rows):
             # Another ingest committed some of these files between our read of bronze and

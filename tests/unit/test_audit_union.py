@@ -1,0 +1,114 @@
+"""Audits once per model: which audits run over the union of the restated intervals.
+
+SQLMesh renders the project's real audits (no Spark: the renders are only parsed). The
+oracle of which audits may run over the union is the audit's own text, independent of the
+engine's rule (which compares the renders of each interval): an audit that names
+``@start_...`` or ``@end_...`` reads something by the interval's bounds besides
+``@this_model`` and runs once per interval; any other audit runs once.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+import pytest
+from oracle import reads_by_bounds
+from sqlglot import exp
+
+INTERVALS = [["2025-01-03", "2025-01-04"], ["2025-12-10", "2025-12-10"]]
+
+
+@pytest.fixture(scope="module")
+def renderer(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[t.Any]:
+    """A renderer over the project's local snapshots, every model deployable (prod)."""
+    import os
+
+    from sqlmesh.core.snapshot import DeployabilityIndex, SnapshotChangeCategory
+
+    from tardy.engine import sqlmesh_api
+    from tardy.project import open_context
+
+    home = tmp_path_factory.mktemp("home")
+    previous = os.environ.get("TARDY_HOME")
+    os.environ["TARDY_HOME"] = str(home)
+    try:
+        context = open_context()
+        snapshots = sqlmesh_api.by_fqn(context.snapshots.values())
+        for snapshot in snapshots.values():
+            snapshot.categorize_as(SnapshotChangeCategory.BREAKING)
+        yield sqlmesh_api.Renderer(
+            context,
+            snapshots,
+            DeployabilityIndex.all_deployable(),
+            sqlmesh_api.bounds("2026-01-31", "2026-01-31")[1],
+        )
+    finally:
+        if previous is None:
+            os.environ.pop("TARDY_HOME", None)
+        else:
+            os.environ["TARDY_HOME"] = previous
+
+
+def audited(renderer: t.Any) -> list[t.Any]:
+    from tardy.engine import sqlmesh_api
+
+    return [
+        s
+        for s in renderer.snapshots.values()
+        if s.is_model and sqlmesh_api.has_intervals(s) and s.node.audits_with_args
+    ]
+
+
+def betweens(query: exp.Query, column: str) -> set[tuple[str, str]]:
+    return {
+        (b.args["low"].sql("spark"), b.args["high"].sql("spark"))
+        for b in query.find_all(exp.Between)
+        if isinstance(b.this, exp.Column) and b.this.name == column
+    }
+
+
+def test_an_audit_of_the_models_own_rows_runs_once_and_a_reconciliation_per_interval(
+    renderer: t.Any,
+) -> None:
+    snapshots = audited(renderer)
+    assert len(snapshots) >= 8
+    unions = per_interval = 0
+    for snapshot in snapshots:
+        queries = renderer.audits_over(snapshot, INTERVALS)
+        for audit, _ in snapshot.node.audits_with_args:
+            mine = [q for q in queries if q.audit == audit.name]
+            if reads_by_bounds(audit):
+                assert [q.spans for q in mine] == [[i] for i in INTERVALS], (snapshot, audit)
+                per_interval += 1
+            else:
+                assert [q.spans for q in mine] == [INTERVALS], (snapshot.name, audit.name)
+                unions += 1
+    # The project has both kinds: the built-in audits and each model's reconciliation.
+    assert unions >= 20 and per_interval >= 6, (unions, per_interval)
+
+
+def test_the_union_reads_the_intervals_not_their_hull(renderer: t.Any) -> None:
+    from tardy.engine import sqlmesh_api
+
+    snapshot = next(s for s in audited(renderer) if s.model.name == "gold.daily_store_revenue")
+    column = sqlmesh_api.time_column(snapshot)
+    union = next(q for q in renderer.audits_over(snapshot, INTERVALS) if q.audit == "not_null")
+    each = [dict(renderer.audits(snapshot, first, last))["not_null"] for first, last in INTERVALS]
+    expected = set().union(*(betweens(q, column) for q in each))
+    assert len(expected) == 2
+    assert betweens(union.query, column) == expected
+    assert len(list(union.query.find_all(exp.Between))) == 2  # no hull, nothing else
+
+
+def test_one_interval_is_rendered_as_sqlmesh_renders_it(renderer: t.Any) -> None:
+    for snapshot in audited(renderer):
+        (first, last) = INTERVALS[0]
+        rendered = renderer.audits(snapshot, first, last)
+        over = renderer.audits_over(snapshot, [INTERVALS[0]])
+        assert [(q.audit, q.query.sql("spark")) for q in over] == [
+            (name, query.sql("spark")) for name, query in rendered
+        ]
+
+
+def test_audits_of_no_interval_are_none(renderer: t.Any) -> None:
+    assert renderer.audits_over(audited(renderer)[0], []) == []
