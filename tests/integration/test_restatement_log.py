@@ -269,7 +269,12 @@ def _new_entries() -> list[t.Any]:
                     [["2024-03-04", "2024-03-04"]],
                 ),
                 AuditResult(
-                    "reconciles_with_bronze", SILVER, ["2024-03-04", "2024-03-04"], 7, True
+                    "reconciles_with_bronze",
+                    SILVER,
+                    ["2024-03-04", "2024-03-04"],
+                    7,
+                    True,
+                    [["2024-03-04", "2024-03-04"]],
                 ),
             ],  # fmt: skip
             message="blocking audit failed: ...",

@@ -231,7 +231,7 @@ class Renderer:
         if not renders:
             return []
         table = exp.to_table(snapshot.table_name(self.index.is_deployable(snapshot)))
-        column = time_column(snapshot)
+        column = time_column(snapshot) if has_intervals(snapshot) else None
         out = []
         for position, (name, _) in enumerate(renders[0]):
             queries = [render[position][1] for render in renders]
@@ -256,7 +256,7 @@ class AuditQuery:
 
 
 def over_union(
-    queries: list[exp.Query], intervals: list[list[str]], table: exp.Table, column: str
+    queries: list[exp.Query], intervals: list[list[str]], table: exp.Table, column: str | None
 ) -> exp.Query | None:
     """One query over the union of ``intervals``, from the renders of one audit for each
     interval (``queries``, in the same order), when the renders differ only in the interval
@@ -264,7 +264,8 @@ def over_union(
     ``SELECT * FROM table WHERE column BETWEEN first AND last``. That filter becomes ``column
     BETWEEN first_1 AND last_1 OR ...``. ``None`` when anything else in the render depends on
     the interval (``@start_date`` on another table: a reconciliation), so it must stay per
-    interval."""
+    interval. A model without a time column (a view) has no such filter: its audits render
+    the same for every interval, or stay per interval."""
     canonical: set[str] = set()
     restricted: list[exp.Between] = []  # each interval's filter
     template: exp.Query | None = None
@@ -298,9 +299,11 @@ def over_union(
 _UNION_PLACEHOLDER = "__tardy_restated_intervals__"
 
 
-def _interval_filters(query: exp.Query, table: exp.Table, column: str) -> list[exp.Between]:
+def _interval_filters(query: exp.Query, table: exp.Table, column: str | None) -> list[exp.Between]:
     """The ``column BETWEEN first AND last`` filters ``@this_model`` puts on ``table``."""
-    found = []
+    found: list[exp.Between] = []
+    if column is None:
+        return found
     for between in query.find_all(exp.Between):
         where = between.parent
         select = where.parent if isinstance(where, exp.Where) else None
