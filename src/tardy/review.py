@@ -59,7 +59,7 @@ def markdown(outcome: Outcome, request_path: str | None = None) -> str:
     if failed:
         lines += ["", "| audit | model | interval | rows | blocking |", "|---|---|---|--:|---|"]
         lines += [
-            f"| `{a.audit}` | `{a.model}` | {a.interval[0]}..{a.interval[1]} | {a.rows:,} "
+            f"| `{a.audit}` | `{a.model}` | {a.span_label} | {a.rows:,} "
             f"| {'yes' if a.blocking else 'no'} |"
             for a in failed
         ]

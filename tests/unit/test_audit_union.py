@@ -112,3 +112,13 @@ def test_one_interval_is_rendered_as_sqlmesh_renders_it(renderer: t.Any) -> None
 
 def test_audits_of_no_interval_are_none(renderer: t.Any) -> None:
     assert renderer.audits_over(audited(renderer)[0], []) == []
+
+
+def test_an_audit_over_the_union_is_labelled_with_how_many_intervals_it_read() -> None:
+    from tardy.engine.audit import AuditFailed, AuditResult
+
+    union = AuditResult("not_null", "m", [INTERVALS[0][0], INTERVALS[1][1]], 2, True, INTERVALS)
+    one = AuditResult("r", "m", INTERVALS[1], 1, True, [INTERVALS[1]])
+    assert union.span_label == "2025-01-03..2025-12-10 (2 intervals)"
+    assert one.span_label == "2025-12-10..2025-12-10"
+    assert "for 2025-01-03..2025-12-10 (2 intervals) (2 rows)" in str(AuditFailed([union, one]))

@@ -41,6 +41,13 @@ class AuditResult:
     def failed(self) -> bool:
         return self.rows > 0
 
+    @property
+    def span_label(self) -> str:
+        """``first..last``, and how many intervals when it ran over their union (the days
+        between them were not read)."""
+        label = f"{self.interval[0]}..{self.interval[1]}"
+        return label if len(self.spans) <= 1 else f"{label} ({len(self.spans)} intervals)"
+
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
@@ -52,7 +59,7 @@ class AuditFailed(RestatementFailed):
         self.results = results
         self.failures = [r for r in results if r.failed and r.blocking]
         names = "; ".join(
-            f"audit {f.audit} on {f.model} for {f.interval[0]}..{f.interval[1]} ({f.rows} rows)"
+            f"audit {f.audit} on {f.model} for {f.span_label} ({f.rows} rows)"
             for f in self.failures
         )
         super().__init__(f"blocking audit failed: {names}")
