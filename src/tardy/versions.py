@@ -221,12 +221,41 @@ def publications(spark: SparkSession, table_name: str | None = None) -> list[Pub
     ]
 
 
+@dataclass(frozen=True)
+class Commit:
+    """A promotion's one commit to a table: the Delta version it replaced, the one it made,
+    and the days whose rows it changed (the restatement's diff: it commits only those)."""
+
+    before: int
+    after: int
+    days: list[str]
+
+
 def _changed_days(
-    spark: SparkSession, column: str, physical: str, version: int, last: Publication | None
+    spark: SparkSession,
+    column: str,
+    physical: str,
+    version: int,
+    last: Publication | None,
+    commit: Commit | None = None,
 ) -> list[str]:
     """The days whose rows differ from the previous publication's; every day of the version
     for the first one, and for a new model version (a new physical table: SQLMesh built it
-    for a code change, whose rows need not even share the old columns)."""
+    for a code change, whose rows need not even share the old columns).
+
+    When the version is one promotion ``commit`` made right on the previously published
+    version, those are the commit's days, read with no statement: it replaced exactly the
+    days whose rows the diff found different, and nothing else (a DATE time column, whose
+    text is the day's ISO date). Comparing with the previous version instead needs time
+    travel to it, which rebuilds its snapshot (~1 s a table, docs/versioned-truth.md)."""
+    if (
+        commit is not None
+        and last is not None
+        and (last.physical_table, last.delta_version) == (physical, commit.before)
+        and version == commit.after == commit.before + 1
+        and spark.table(physical).schema[column].dataType.typeName() == "date"
+    ):
+        return sorted(commit.days)
     new = f"{physical} VERSION AS OF {version}"
     if last is None or last.physical_table != physical:
         query = f"SELECT DISTINCT CAST({column} AS STRING) AS day FROM {new}"
@@ -241,16 +270,17 @@ def publish(
     spark: SparkSession,
     *,
     restatement_id: str | None = None,
-    versions: dict[str, int] | None = None,
+    commits: dict[str, Commit] | None = None,
     all_views: bool = False,
 ) -> Published:
     """Publish every model tagged ``published`` whose current prod Delta version has no
     publication yet (all of them when none has).
 
-    A promotion passes its ``restatement_id`` and the Delta ``versions`` it committed per
-    model; for the others the latest commit says who produced the version (a tardy tag:
-    ``rollback:<id>``; none: a run). Changed days always come from comparing the version's
-    rows with the previous publication's, so a run between two publications is counted.
+    A promotion passes its ``restatement_id`` and the ``commits`` it made per model; for the
+    others the latest commit says who produced the version (a tardy tag: ``rollback:<id>``;
+    none: a run). Changed days come from comparing the version's rows with the previous
+    publication's, so a run between two publications is counted, or from the promotion's
+    commit when it was made right on the previously published version (``_changed_days``).
     """
     meter = delta.Meter(spark)
     rows: list[Publication] = []
@@ -260,11 +290,12 @@ def publish(
         latest = {p.table_name: p for p in history}
         for name, snapshot in sorted(published_snapshots(context).items()):
             physical = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
-            if versions is not None and name in versions:
-                version, produced_by = versions[name], restatement_id or RUN
+            commit = (commits or {}).get(name)
+            if commit is not None:
+                version, produced_by = commit.after, restatement_id or RUN
             else:
-                commit = delta.latest_commit(spark, physical)
-                version, produced_by = int(commit.version), _producer(commit.userMetadata)
+                head = delta.latest_commit(spark, physical)
+                version, produced_by = int(head.version), _producer(head.userMetadata)
             last = latest.get(name)
             if last is not None and (last.physical_table, last.delta_version) == (
                 physical,
@@ -272,7 +303,7 @@ def publish(
             ):
                 continue
             column = sqlmesh_api.time_column(snapshot)
-            days = _changed_days(spark, column, physical, version, last)
+            days = _changed_days(spark, column, physical, version, last, commit)
             earlier = [p for p in history if p.table_name == name]
             text, count = export_text(spark, physical, version)
             rows.append(

@@ -87,6 +87,7 @@ class Outcome:
     # Promoted: the Delta version committed per model, and what that published
     # (``tardy.versions``: the published models' new versions).
     table_versions: dict[str, int] = field(default_factory=dict)
+    versions_before: dict[str, int] = field(default_factory=dict)  # before the promotion
     published: list[dict[str, object]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
@@ -335,9 +336,15 @@ def publish_versions(
     promotion; nothing after a no-op one."""
     if promoted.status != Status.PROMOTED:
         return []
-    published = publishing.publish(
-        context, spark, restatement_id=restatement_id, versions=promoted.table_versions
-    )
+    commits = {
+        model: publishing.Commit(
+            before=promoted.versions_before[model],
+            after=version,
+            days=sorted(day.isoformat() for day in days_of(promoted.promoted.get(model, []))),
+        )
+        for model, version in promoted.table_versions.items()
+    }
+    published = publishing.publish(context, spark, restatement_id=restatement_id, commits=commits)
     return [p.as_dict() for p in published.publications]
 
 
@@ -384,17 +391,18 @@ def promote_entry(
     checked = promotion.check(spark, restatement_id, staged)
     if status == Action.STAGED:
         log.append(spark, LogEntry(action=Action.PROMOTING, **base))
-    versions, committed = promotion.promote(spark, restatement_id, staged, checked)
+    # The change trail before the first commit: prod's version before is still current then
+    # (a cached snapshot; time travel to it after the commit costs ~1 s a table).
     trail.record_promotion(
         spark,
         restatement_id,
         entry["reason"],
         log.actor(),
         staged,
-        versions,
         {s.model.name: sqlmesh_api.grain(s) for s in prod},
     )
     promotion.failpoint("trail", 1)
+    versions, committed = promotion.promote(spark, restatement_id, staged, checked)
     manifest = entry["manifest"]
     target = watermark_target(context, manifest)
     advanced = target is not None
@@ -422,6 +430,7 @@ def promote_entry(
         report_dir=str(report_dir(restatement_id)),
         advanced_watermark=advanced,
         table_versions=versions,
+        versions_before={table.model: table.version_before for table in staged},
     )
     if publish:
         outcome.published = publish_versions(context, spark, restatement_id, outcome)

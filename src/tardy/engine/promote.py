@@ -35,10 +35,10 @@ if t.TYPE_CHECKING:
     from tardy.engine.stage import StagedTable
 
 # Test hook: kill -9 this process right after staging (promoting, restoring) N tables
-# ("stage:N", "promote:N", "rollback:N"; "trail:1": after the change trail's append), to prove
-# that an interrupted restatement is recovered; a process that leads its own process group
-# (started with ``start_new_session``) kills the whole group, its Spark JVM included. Never set
-# outside tests.
+# ("stage:N", "promote:N", "rollback:N"; "trail:1": after the change trail's append, before
+# the first commit), to prove that an interrupted restatement is recovered; a process that
+# leads its own process group (started with ``start_new_session``) kills the whole group, its
+# Spark JVM included. Never set outside tests.
 FAILPOINT = "TARDY_FAILPOINT"
 
 

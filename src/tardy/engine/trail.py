@@ -11,11 +11,14 @@ rollback (or the discard of a half-done promotion) appends, with before and afte
 
 How each append stays exact under kill -9 and retries:
 
-* A promotion's rows are computed from prod's own history, the table at its version before the
-  promotion against the version the promotion committed (``VERSION AS OF``) over the days it
-  committed, so a promotion resumed after a kill computes the same rows. All models' rows go
-  in one ``INSERT`` (one Delta commit); it runs after the last table is committed and before
-  the ``promoted`` log entry, and is skipped when rows of that restatement and action exist.
+* A promotion's rows compare prod at its version before the promotion with the staged table,
+  over the days the promotion commits (the commit copies exactly those days of the staged
+  table). They are appended in one ``INSERT`` (one Delta commit) after the promotion's intent
+  and *before* its first table commit, while that version is still prod's current one: its
+  snapshot is cached, where time travel to an older version rebuilds one (about 1 s a table,
+  docs/report.md). The append is skipped when rows of that restatement and action exist, so
+  a promotion resumed after a kill (its staged tables are kept until it is logged promoted)
+  writes them once. A half-done promotion that is discarded instead gets the reverse rows.
 * A rollback's rows are the promotion's rows reversed (one ``INSERT ... SELECT`` from the trail
   itself), since a rollback restores exactly the versions before the promotion.
 """
@@ -99,14 +102,14 @@ def record_promotion(
     reason: str,
     actor: str,
     tables: list[StagedTable],
-    after: dict[str, int],
     grains: dict[str, list[str]],
 ) -> bool:
-    """Append the promotion's rows (idempotent): for each table it committed (``after``:
-    model -> the version its commit made), prod before against prod after over the committed
-    days. Returns whether it appended (False: already there, or nothing changed)."""
+    """Append the promotion's rows (idempotent): for each staged table with changed days,
+    prod at its version before the promotion against the staged table over those days (what
+    the promotion commits). Returns whether it appended (False: already there, or nothing
+    changed)."""
     ensure_trail(spark)
-    committed = [table for table in tables if table.model in after and table.changed]
+    committed = [table for table in tables if table.changed]
     if not committed or _written(spark, restatement_id, PROMOTED):
         return False
     selects = []
@@ -115,7 +118,7 @@ def record_promotion(
         compared = compare_sql(
             spark,
             f"{table.prod_table} VERSION AS OF {table.version_before}",
-            f"{table.prod_table} VERSION AS OF {after[table.model]}",
+            table.staged_table,
             table,
             grain,
             spans=table.changed,
