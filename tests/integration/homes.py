@@ -81,6 +81,16 @@ class Engine:
             self.home = activate()
             self.context = open_context()
             self.spark = spark_of(self.context)
+            # getOrCreate hands back a session still active in the JVM, with its static
+            # settings: a module that loaded a context outside the engine (which starts Spark)
+            # and never stopped it would leave every later home reading its metastore.
+            metastore = self.spark.sparkContext.getConf().get(
+                "spark.hadoop.javax.jdo.option.ConnectionURL", ""
+            )
+            assert f"databaseName={root}/metastore_db;" in metastore, (
+                f"the worker's SparkSession reads another home's metastore ({metastore}): a "
+                "module started Spark outside homes.Engine and left it running"
+            )
         assert self.context is not None and self.spark is not None
         return self.home, self.context, self.spark
 

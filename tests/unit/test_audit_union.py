@@ -1,9 +1,9 @@
 """Audits once per model: which audits run over the union of the restated intervals.
 
-SQLMesh renders the project's real audits (no Spark: the renders are only parsed). The
-oracle of which audits may run over the union is the audit's own text, independent of the
-engine's rule (which compares the renders of each interval): an audit that names
-``@start_...`` or ``@end_...`` reads something by the interval's bounds besides
+SQLMesh renders the project's real audits (no Spark statement: the renders are only
+parsed). The oracle of which audits may run over the union is the audit's own text,
+independent of the engine's rule (which compares the renders of each interval): an audit that
+names ``@start_...`` or ``@end_...`` reads something by the interval's bounds besides
 ``@this_model`` and runs once per interval; any other audit runs once.
 """
 
@@ -19,34 +19,25 @@ INTERVALS = [["2025-01-03", "2025-01-04"], ["2025-12-10", "2025-12-10"]]
 
 
 @pytest.fixture(scope="module")
-def renderer(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[t.Any]:
-    """A renderer over the project's local snapshots, every model deployable (prod)."""
-    import os
+def renderer(context: t.Any) -> t.Any:
+    """A renderer over the project's local snapshots, every model deployable (prod).
 
+    The context is the worker's shared data home's, opened in the worker's engine: loading a
+    context starts Spark, and a session this module opened on a home of its own would stay
+    the worker's active one, so the next module's home would open on its metastore."""
     from sqlmesh.core.snapshot import DeployabilityIndex, SnapshotChangeCategory
 
     from tardy.engine import sqlmesh_api
-    from tardy.project import open_context
 
-    home = tmp_path_factory.mktemp("home")
-    previous = os.environ.get("TARDY_HOME")
-    os.environ["TARDY_HOME"] = str(home)
-    try:
-        context = open_context()
-        snapshots = sqlmesh_api.by_fqn(context.snapshots.values())
-        for snapshot in snapshots.values():
-            snapshot.categorize_as(SnapshotChangeCategory.BREAKING)
-        yield sqlmesh_api.Renderer(
-            context,
-            snapshots,
-            DeployabilityIndex.all_deployable(),
-            sqlmesh_api.bounds("2026-01-31", "2026-01-31")[1],
-        )
-    finally:
-        if previous is None:
-            os.environ.pop("TARDY_HOME", None)
-        else:
-            os.environ["TARDY_HOME"] = previous
+    snapshots = sqlmesh_api.by_fqn(context.snapshots.values())
+    for snapshot in snapshots.values():
+        snapshot.categorize_as(SnapshotChangeCategory.BREAKING)
+    return sqlmesh_api.Renderer(
+        context,
+        snapshots,
+        DeployabilityIndex.all_deployable(),
+        sqlmesh_api.bounds("2026-01-31", "2026-01-31")[1],
+    )
 
 
 def audited(renderer: t.Any) -> list[t.Any]:
