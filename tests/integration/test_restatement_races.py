@@ -291,10 +291,10 @@ def typed_log(child: Child, restatement_id: str) -> dict[str, t.Any]:
 
 
 def stage_tables(child: Child | None = None, home: Path | None = None) -> list[str]:
-    """The staged (``__dev``) tables' folders in the warehouse."""
+    """The staged rows tables' (``__dev__rows``) folders in the warehouse."""
     root = child.home.root if child else home
     assert root is not None
-    return sorted(p.name for p in (root / "warehouse").glob("sqlmesh__*.db/*__dev"))
+    return sorted(p.name for p in (root / "warehouse").glob("sqlmesh__*.db/*__dev__rows"))
 
 
 # -- the parent: real processes ---------------------------------------------------------------

@@ -101,6 +101,29 @@ def test_one_interval_is_rendered_as_sqlmesh_renders_it(renderer: t.Any) -> None
         ]
 
 
+def test_this_model_reads_the_rows_table_and_nothing_else_changes(renderer: t.Any) -> None:
+    """With ``rows`` (a staged model's rows table), every read of the audited table is a read
+    of ``rows``, and putting the table back gives the render without ``rows``."""
+    rows = "sqlmesh__stand_in.model__dev__rows"
+    swapped = 0
+    for snapshot in audited(renderer):
+        table = exp.to_table(snapshot.table_name())
+        plain = renderer.audits_over(snapshot, INTERVALS)
+        over_rows = renderer.audits_over(snapshot, INTERVALS, rows=rows)
+        assert [(q.audit, q.spans) for q in over_rows] == [(q.audit, q.spans) for q in plain]
+        for q, p in zip(over_rows, plain, strict=True):
+            read = [x for x in q.query.find_all(exp.Table) if x.name == "model__dev__rows"]
+            assert table.name not in {x.name for x in q.query.find_all(exp.Table)}
+            back = q.query.copy()
+            for x in back.find_all(exp.Table):
+                if x.name == "model__dev__rows":
+                    for part in ("this", "db", "catalog"):
+                        x.set(part, table.args.get(part))
+            assert back.sql("spark") == p.query.sql("spark"), (snapshot.name, q.audit)
+            swapped += len(read)
+    assert swapped >= 30, swapped
+
+
 def test_audits_of_no_interval_are_none(renderer: t.Any) -> None:
     assert renderer.audits_over(audited(renderer)[0], []) == []
 

@@ -71,11 +71,14 @@ def run(
     snapshot: Snapshot,
     intervals: list[list[str]],
     variables: dict[str, t.Any] | None = None,
+    rows: str | None = None,
 ) -> list[AuditResult]:
     """Every audit of the model over ``intervals``, counted in one query; ``variables``
-    are the render variables of the model's write (``stage.KeyRestriction.variables``)."""
+    are the render variables of the model's write (``stage.KeyRestriction.variables``);
+    ``rows``: where ``@this_model`` reads the model's rows of the intervals, when not its
+    staged name (``stage.StagedTable.staged_table``)."""
     blocking = sqlmesh_api.declared_blocking(snapshot)
-    queries = renderer.audits_over(snapshot, intervals, variables)
+    queries = renderer.audits_over(snapshot, intervals, variables, rows)
     if not queries:
         return []
     branches = [

@@ -1,4 +1,4 @@
-"""Everything the engine asks Delta Lake: versions, history, clones, exact writes, restores.
+"""Everything the engine asks Delta Lake: versions, history, exact writes, restores.
 
 Also the engine's cost meter: seconds, Spark statements and executions per step, read from
 Spark's own status store (``SQLAppStatusStore``). A *statement* is a root SQL execution:
@@ -68,25 +68,23 @@ def tagged_commits(spark: SparkSession, value: str) -> Iterator[None]:
         spark.conf.unset(USER_METADATA)
 
 
-def stage_table(
-    spark: SparkSession, target: str, source: str, at_version: int, clone: bool
-) -> None:
-    """``target`` as a shallow clone of ``source`` at a version (metadata only: it reads the
-    source's files), or as an empty table of its schema.
+def create_table_as(spark: SparkSession, target: str, select: str) -> None:
+    """``target`` (created, or replaced whatever it held) as a Delta table of ``select``'s
+    rows: one statement, one commit."""
+    spark.sql(f"CREATE OR REPLACE TABLE {target} USING delta AS {select}")
 
-    Not CREATE OR REPLACE: Delta refuses to clone onto a table that holds rows.
-    """
-    drop(spark, target)
-    if clone:
-        spark.sql(f"CREATE TABLE {target} SHALLOW CLONE {source} VERSION AS OF {at_version}")
-    else:
-        spark.sql(f"CREATE TABLE {target} LIKE {source} USING delta")
+
+def create_view(spark: SparkSession, view: str, select: str) -> None:
+    spark.sql(f"CREATE OR REPLACE VIEW {view} AS {select}")
 
 
 def drop(spark: SparkSession, table: str) -> None:
-    """Drop ``table`` if it exists (the catalog lookup is not a Spark statement)."""
-    if spark.catalog.tableExists(table):
-        spark.sql(f"DROP TABLE {table}")
+    """Drop ``table``, or the view of that name, if it exists (the catalog lookups are not
+    Spark statements)."""
+    if not spark.catalog.tableExists(table):
+        return
+    kind = "VIEW" if spark.catalog.getTable(table).tableType == "VIEW" else "TABLE"
+    spark.sql(f"DROP {kind} {table}")
 
 
 def replace_where(spark: SparkSession, target: str, predicate: str, select: str) -> None:

@@ -177,11 +177,13 @@ def stage_all(
         renderer.stage(snapshot)  # it and its children now read its staged table
         with meter.step("stage"):
             restriction = key_restriction(snapshot, (keys or {}).get(name))
-            table = prepare(spark, snapshot, plan.snapshots, ranges(days), restriction)
+            table = prepare(spark, snapshot, ranges(days), restriction)
             write(spark, renderer, snapshot, table, restriction)
         with meter.step("audit"):
             variables = restriction.variables() if restriction else None
-            results += audit.run(spark, renderer, snapshot, table.intervals, variables)
+            results += audit.run(
+                spark, renderer, snapshot, table.intervals, variables, table.staged_table
+            )
         with meter.step("diff"):
             table_diff = diff_table(spark, table, sqlmesh_api.grain(snapshot))
         changed[name] = table_diff.changed_days

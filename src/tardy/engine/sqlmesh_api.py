@@ -222,16 +222,28 @@ class Renderer:
         snapshot: Snapshot,
         intervals: list[list[str]],
         variables: dict[str, t.Any] | None = None,
+        rows: str | None = None,
     ) -> list[AuditQuery]:
         """Every audit of the model over ``intervals``: once over their union when only
         ``@this_model`` depends on the interval (``over_union``: the built-in audits, any
         audit of the model's own rows), else once per interval (an audit that also reads
-        another table by ``@start_date``/``@end_date``, such as a reconciliation)."""
+        another table by ``@start_date``/``@end_date``, such as a reconciliation).
+
+        ``rows`` (a Spark table name): where the model's rows of the intervals are read
+        instead of its staged name, in ``@this_model`` (the staged rows table: the same rows
+        without the overlay view's union with prod)."""
         renders = [self.audits(snapshot, first, last, variables) for first, last in intervals]
         if not renders:
             return []
         table = exp.to_table(snapshot.table_name(self.index.is_deployable(snapshot)))
         column = time_column(snapshot) if has_intervals(snapshot) else None
+        if rows is not None:
+            reads = exp.to_table(rows, dialect="spark")
+            renders = [
+                [(name, _read_from(query, table, column, reads)) for name, query in render]
+                for render in renders
+            ]
+            table = reads
         out = []
         for position, (name, _) in enumerate(renders[0]):
             queries = [render[position][1] for render in renders]
@@ -319,6 +331,21 @@ def _interval_filters(query: exp.Query, table: exp.Table, column: str | None) ->
     return found
 
 
+def _read_from(
+    query: exp.Query, table: exp.Table, column: str | None, reads: exp.Table
+) -> exp.Query:
+    """``query`` with ``@this_model``'s interval-filtered reads of ``table`` (see
+    ``_interval_filters``) reading ``reads`` instead (their aliases kept)."""
+    copy = query.copy()
+    for between in _interval_filters(copy, table, column):
+        select = between.parent.parent if between.parent else None
+        if isinstance(select, exp.Select):  # always (``_interval_filters``): for the types
+            source = select.args["from_"].this
+            for part in ("this", "db", "catalog"):
+                source.set(part, reads.args.get(part))
+    return copy
+
+
 def reads_variable(snapshot: Snapshot, name: str, value: t.Any) -> bool:
     """Whether the model's query depends on the render variable ``name``: it renders
     differently with ``name`` set to ``value`` than without (SQL models; a Python model
@@ -347,22 +374,6 @@ def declared_blocking(snapshot: Snapshot) -> dict[str, bool]:
         flag = args.get("blocking")
         out[audit.name] = audit.blocking if flag is None else flag == exp.true()
     return out
-
-
-def names_in_audits(snapshot: Snapshot, snapshots: t.Iterable[Snapshot]) -> bool:
-    """Whether an audit of any model names this model (it then reads it beyond
-    ``@this_model``'s interval)."""
-    name = _plain(snapshot.model.name)
-    for other in snapshots:
-        for audit, args in other.node.audits_with_args:
-            texts = [audit.query.sql(), *(value.sql() for value in args.values())]
-            if any(name in _plain(text) for text in texts):
-                return True
-    return False
-
-
-def _plain(sql: str) -> str:
-    return sql.replace('"', "").replace("`", "").lower()
 
 
 def spark_name(table: str) -> str:
