@@ -71,8 +71,11 @@ def chromium() -> str:
     return path
 
 
-def check_page(path: Path, screenshot: Path, timeout_ms: int = 30_000) -> PageCheck:
-    """Load ``path`` offline, wait for its charts (up to ``timeout_ms``), screenshot it whole.
+def check_page(
+    path: Path, screenshot: Path, timeout_ms: int = 30_000, draw_timeout_ms: int | None = None
+) -> PageCheck:
+    """Load ``path`` offline (up to ``timeout_ms``), wait for its charts (up to
+    ``draw_timeout_ms``, default ``timeout_ms``), screenshot it whole.
 
     A chart that never gets drawn is reported in ``not_drawn`` (not raised), so that a test
     sees it next to the page's errors."""
@@ -102,7 +105,7 @@ def check_page(path: Path, screenshot: Path, timeout_ms: int = 30_000) -> PageCh
             page.route("**/*", route)
             page.goto(url, wait_until="load", timeout=timeout_ms)
             with contextlib.suppress(PlaywrightTimeout):  # reported below: not_drawn
-                page.wait_for_function(READY_JS, timeout=timeout_ms)
+                page.wait_for_function(READY_JS, timeout=draw_timeout_ms or timeout_ms)
             charts = page.evaluate(CHARTS_JS)
             sizes = page.evaluate(
                 "() => Object.fromEntries(Array.from(document.querySelectorAll('.tardy-chart'))"

@@ -14,8 +14,9 @@ Derby's own SQL, run by Derby's ``ij`` tool in a bare JVM (under a second: no Sp
 Hive). It then checks that no location of the copy still names the source.
 
 Refused: a home whose metastore is open (a process holds Derby's lock: copying it mid-write
-could tear it), and a home holding shallow clones (a staged restatement): a clone's Delta log
-names its source's files by absolute path. Used by the tests' home templates (docs/testing.md).
+could tear it), and a home holding shallow clones (a restatement staged before overlay
+staging): a clone's Delta log names its source's files by absolute path (a staged view
+names tables, not paths). Used by the tests' home templates (docs/testing.md).
 """
 
 from __future__ import annotations

@@ -119,7 +119,10 @@ def test_this_model_reads_the_rows_table_and_nothing_else_changes(renderer: t.An
                 if x.name == "model__dev__rows":
                     for part in ("this", "db", "catalog"):
                         x.set(part, table.args.get(part))
-            assert back.sql("spark") == p.query.sql("spark"), (snapshot.name, q.audit)
+            assert back.sql("spark", identify=True) == p.query.sql("spark", identify=True), (
+                snapshot.name,
+                q.audit,
+            )
             swapped += len(read)
     assert swapped >= 30, swapped
 

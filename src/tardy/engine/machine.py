@@ -442,7 +442,7 @@ def promote_entry(
 def discard_staged(
     context: Context, spark: SparkSession, restatement_id: str, reason: str | None, why: str
 ) -> None:
-    """Drop the staged clones and log the discard (prod was never touched)."""
+    """Drop the stage and log the discard (prod was never touched)."""
     drop_stage(context, spark)
     if reason is not None:
         log.append(

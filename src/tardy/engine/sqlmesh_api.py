@@ -127,7 +127,7 @@ class Renderer:
     """Renders one model's intervals against the staged tables.
 
     ``index`` marks the staged models non-deployable: SQLMesh then resolves them to their
-    dev tables (the staged clones) and every other model to prod.
+    dev tables (the staged views) and every other model to prod.
     """
 
     context: Context
@@ -367,7 +367,8 @@ def declared_blocking(snapshot: Snapshot) -> dict[str, bool]:
 
     SQLMesh downgrades every audit of a non-deployable table to non-blocking on engines
     without table cloning (its dev previews there hold only a subset of the data). A staged
-    table is a clone of the whole prod table, so the declared setting applies.
+    model is the whole prod table with its restated intervals replaced, so the declared
+    setting applies.
     """
     out = {}
     for audit, args in snapshot.node.audits_with_args:

@@ -12,8 +12,10 @@ as an *overlay view* of prod (docs/engine.md, "Overlay staging"):
    ``CREATE OR REPLACE TABLE <table>__dev__rows AS SELECT ... WHERE <union of the intervals>``
    (the *rows table*: one Spark statement and one Delta commit per model), then the dev name
    becomes the view ``prod VERSION AS OF <v> WHERE NOT <the intervals> UNION ALL <rows
-   table>``: the model's table as it will be after promotion, read by its children, its
-   audits, the diff, the change trail and the promotion, with no clone and no copy of prod.
+   table>``: the model's table as it will be after promotion, which its children read. No
+   clone, no copy of prod. What reads only the intervals (the audits' ``@this_model``, the
+   diff, the change trail, the promotion) reads ``StagedTable.staged_table``: the rows
+   table, which holds exactly the view's rows of the intervals.
    A model that reads the key restriction (``key_restriction``: its query renders differently
    with the variable ``tardy_keys`` set) and has a one-column grain is written *by key* when
    detection knows the changed keys: rendered once with the variable set to those keys and
