@@ -190,7 +190,8 @@ def write(
     predicate = table.predicate()
     if restriction is not None:
         predicate = f"({predicate}) AND {restriction.predicate()}"
-    staged, rows = staged_view(snapshot), rows_table(staged_view(snapshot))
+    staged = staged_view(snapshot)
+    rows = rows_table(staged)
     try:
         delta.create_table_as(
             spark, rows, f"SELECT {columns} FROM {source} AS _rows WHERE {predicate}"
