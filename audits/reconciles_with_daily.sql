@@ -2,6 +2,8 @@
 -- holds for the audited interval: the days whose period (@period_start(@unit, event_date))
 -- starts in the interval. Compared per (period, store) in both directions, so a missing,
 -- extra or wrong rollup row fails. Returns the mismatching (period, store) rows.
+-- The interval is read only through @this_model and the interval macros, so tardy checks
+-- all the periods it restates in one query (tardy.audited_intervals).
 -- Usage: reconciles_with_daily(unit := 'week', period_column := week_start)
 AUDIT (
   name reconciles_with_daily,
@@ -24,8 +26,8 @@ WITH rollup AS (
     SUM(items) AS items,
     SUM(revenue) AS revenue
   FROM gold.daily_store_revenue
-  WHERE event_date BETWEEN @start_date AND @period_end(@unit, @end_date)
-    AND @period_first_day(@unit, event_date) BETWEEN @start_date AND @end_date
+  WHERE event_date BETWEEN @intervals_start() AND @period_end(@unit, @intervals_end())
+    AND @in_intervals(@period_first_day(@unit, event_date))
   GROUP BY @period_start(@unit, event_date), store_id
 )
 SELECT

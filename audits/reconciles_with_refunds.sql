@@ -1,6 +1,9 @@
--- gold.daily_store_net_revenue must add up over the audited interval: its revenue to
--- gold.daily_store_revenue's, its refunds and amount refunded to silver.refunds', and its net
--- revenue to their difference. Returns one row (and fails) when any total differs.
+-- gold.daily_store_net_revenue must add up on every day of the audited interval: its revenue
+-- to gold.daily_store_revenue's, its refunds and amount refunded to silver.refunds' (by
+-- refund date), and its net revenue to their difference. Returns the days (and fails) where
+-- any total differs, a day missing on either side included.
+-- The interval is read only through @this_model and @in_intervals, so tardy checks all the
+-- days it restates in one query (tardy.audited_intervals).
 AUDIT (
   name reconciles_with_refunds,
   blocking TRUE
@@ -8,34 +11,44 @@ AUDIT (
 
 WITH net AS (
   SELECT
-    COALESCE(SUM(revenue), 0) AS revenue,
-    COALESCE(SUM(refunds), 0) AS refunds,
-    COALESCE(SUM(refunded), 0) AS refunded,
-    COALESCE(SUM(net_revenue), 0) AS net_revenue
+    event_date,
+    SUM(revenue) AS revenue,
+    SUM(refunds) AS refunds,
+    SUM(refunded) AS refunded,
+    SUM(net_revenue) AS net_revenue
   FROM @this_model
+  GROUP BY event_date
 ), sales AS (
-  SELECT COALESCE(SUM(revenue), 0) AS revenue
+  SELECT event_date, SUM(revenue) AS revenue
   FROM gold.daily_store_revenue
-  WHERE event_date BETWEEN @start_date AND @end_date
+  WHERE @in_intervals(event_date)
+  GROUP BY event_date
 ), refunded AS (
-  SELECT COUNT(*) AS refunds, COALESCE(SUM(amount), 0) AS refunded
+  SELECT refund_date AS event_date, COUNT(*) AS refunds, SUM(amount) AS refunded
   FROM silver.refunds
-  WHERE refund_date BETWEEN @start_date AND @end_date
+  WHERE @in_intervals(refund_date)
+  GROUP BY refund_date
+), days AS (
+  SELECT event_date FROM net
+  UNION
+  SELECT event_date FROM sales
+  UNION
+  SELECT event_date FROM refunded
 )
 SELECT
-  CAST(@start_date AS DATE) AS interval_start,
-  CAST(@end_date AS DATE) AS interval_end,
-  n.revenue AS net_model_revenue,
-  s.revenue AS sales_revenue,
-  n.refunds AS net_model_refunds,
-  r.refunds AS silver_refunds,
-  n.refunded AS net_model_refunded,
-  r.refunded AS silver_refunded,
-  n.net_revenue AS net_model_net_revenue
-FROM net AS n
-CROSS JOIN sales AS s
-CROSS JOIN refunded AS r
-WHERE n.revenue <> s.revenue
-  OR n.refunds <> r.refunds
-  OR n.refunded <> r.refunded
-  OR n.net_revenue <> s.revenue - r.refunded
+  d.event_date,
+  COALESCE(n.revenue, 0) AS net_model_revenue,
+  COALESCE(s.revenue, 0) AS sales_revenue,
+  COALESCE(n.refunds, 0) AS net_model_refunds,
+  COALESCE(r.refunds, 0) AS silver_refunds,
+  COALESCE(n.refunded, 0) AS net_model_refunded,
+  COALESCE(r.refunded, 0) AS silver_refunded,
+  COALESCE(n.net_revenue, 0) AS net_model_net_revenue
+FROM days AS d
+LEFT JOIN net AS n ON n.event_date = d.event_date
+LEFT JOIN sales AS s ON s.event_date = d.event_date
+LEFT JOIN refunded AS r ON r.event_date = d.event_date
+WHERE COALESCE(n.revenue, 0) <> COALESCE(s.revenue, 0)
+  OR COALESCE(n.refunds, 0) <> COALESCE(r.refunds, 0)
+  OR COALESCE(n.refunded, 0) <> COALESCE(r.refunded, 0)
+  OR COALESCE(n.net_revenue, 0) <> COALESCE(s.revenue, 0) - COALESCE(r.refunded, 0)

@@ -1,6 +1,9 @@
--- gold.daily_store_revenue must add up to silver.sales_transactions over the audited
--- interval: same number of transactions, items, corrected transactions and revenue.
--- Returns one row (and fails) when any total differs.
+-- gold.daily_store_revenue must add up to silver.sales_transactions on every day of the
+-- audited interval: same number of transactions, items, corrected transactions and revenue.
+-- Returns the days (and fails) where any total differs, a day missing on either side
+-- included.
+-- The interval is read only through @this_model and @in_intervals, so tardy checks all the
+-- days it restates in one query (tardy.audited_intervals).
 AUDIT (
   name reconciles_with_silver,
   blocking TRUE
@@ -8,23 +11,26 @@ AUDIT (
 
 WITH gold_totals AS (
   SELECT
-    COALESCE(SUM(transactions), 0) AS transactions,
-    COALESCE(SUM(items), 0) AS items,
-    COALESCE(SUM(corrected_transactions), 0) AS corrected_transactions,
-    COALESCE(SUM(revenue), 0) AS revenue
+    event_date,
+    SUM(transactions) AS transactions,
+    SUM(items) AS items,
+    SUM(corrected_transactions) AS corrected_transactions,
+    SUM(revenue) AS revenue
   FROM @this_model
+  GROUP BY event_date
 ), silver_totals AS (
   SELECT
+    event_date,
     COUNT(*) AS transactions,
-    COALESCE(SUM(quantity), 0) AS items,
-    COALESCE(SUM(CASE WHEN is_corrected THEN 1 ELSE 0 END), 0) AS corrected_transactions,
-    COALESCE(SUM(net_amount), 0) AS revenue
+    SUM(quantity) AS items,
+    SUM(CASE WHEN is_corrected THEN 1 ELSE 0 END) AS corrected_transactions,
+    SUM(net_amount) AS revenue
   FROM silver.sales_transactions
-  WHERE event_date BETWEEN @start_date AND @end_date
+  WHERE @in_intervals(event_date)
+  GROUP BY event_date
 )
 SELECT
-  CAST(@start_date AS DATE) AS interval_start,
-  CAST(@end_date AS DATE) AS interval_end,
+  COALESCE(g.event_date, s.event_date) AS event_date,
   g.transactions AS gold_transactions,
   s.transactions AS silver_transactions,
   g.items AS gold_items,
@@ -34,8 +40,9 @@ SELECT
   g.revenue AS gold_revenue,
   s.revenue AS silver_revenue
 FROM gold_totals AS g
-CROSS JOIN silver_totals AS s
-WHERE g.transactions <> s.transactions
-  OR g.items <> s.items
-  OR g.corrected_transactions <> s.corrected_transactions
-  OR g.revenue <> s.revenue
+FULL OUTER JOIN silver_totals AS s
+  ON g.event_date = s.event_date
+WHERE COALESCE(g.transactions, 0) <> COALESCE(s.transactions, 0)
+  OR COALESCE(g.items, 0) <> COALESCE(s.items, 0)
+  OR COALESCE(g.corrected_transactions, 0) <> COALESCE(s.corrected_transactions, 0)
+  OR COALESCE(g.revenue, 0) <> COALESCE(s.revenue, 0)

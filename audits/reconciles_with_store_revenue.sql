@@ -1,6 +1,8 @@
 -- gold.daily_region_revenue must add up to gold.daily_store_revenue on every day of the
 -- audited interval: same transactions and revenue (the as-of join neither drops nor
 -- duplicates a sale). Returns the days that differ.
+-- The interval is read only through @this_model and @in_intervals, so tardy checks all the
+-- days it restates in one query (tardy.audited_intervals).
 AUDIT (
   name reconciles_with_store_revenue,
   blocking TRUE
@@ -13,7 +15,7 @@ WITH regions AS (
 ), stores AS (
   SELECT event_date, SUM(transactions) AS transactions, SUM(revenue) AS revenue
   FROM gold.daily_store_revenue
-  WHERE event_date BETWEEN @start_date AND @end_date
+  WHERE @in_intervals(event_date)
   GROUP BY event_date
 )
 SELECT

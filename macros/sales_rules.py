@@ -9,8 +9,8 @@ the project's dialect; SQLGlot transpiles them to DuckDB for ``sqlmesh test``.
   the rows where it is NULL, and the reconciliation audit counts both.
 - ``@report_date()``: the day a bronze row is accounted to.
 - ``@natural_key()``: the transaction a record belongs to.
-- ``@bronze_reported_in(start_date, end_date, start_ts, end_ts)``: the bronze rows that can be
-  accounted to the interval, read only where they can be.
+- ``@bronze_reported_in()``: the bronze rows that can be accounted to the interval, read only
+  where they can be.
 - ``@key_date(key)``: the partition of ``bronze.pos_event_keys`` that indexes a key.
 - ``@records_of_keys(keys, column)``: the predicate on ``bronze.pos_events`` selecting every
   record of the keys in ``keys.column``, reading only the bronze partitions that hold them.
@@ -32,6 +32,7 @@ from sqlmesh.core.macros import MacroEvaluator
 # Plain names, not aliases nor a submodule: SQLMesh serializes a macro's globals, restores an
 # aliased name imported from a package outside the project as its original name (a
 # NameError, measured in a copied project) and refuses `import tardy.key_index`.
+from tardy.audited_intervals import INTERVALS_VARIABLE, interval_values, within
 from tardy.key_index import (
     KEY_INDEX_TABLE,
     KEY_RESTRICTION_VARIABLE,
@@ -137,35 +138,37 @@ def report_date(evaluator: MacroEvaluator) -> exp.Expr:
 
 
 @macro()
-def bronze_reported_in(
-    evaluator: MacroEvaluator,
-    start_date: exp.Expr,
-    end_date: exp.Expr,
-    start_ts: exp.Expr,
-    end_ts: exp.Expr,
-) -> exp.Expr:
-    """The ``bronze.pos_events`` rows whose ``@report_date()`` can fall in the interval, as a
-    subquery: those that arrived in it (partition pruning), and those that arrived later with
-    an event time in it (file skipping on ``event_ts``). A row is accounted to its event date
-    only when that is not after its arrival, else to its arrival date, so no other row can be
-    accounted to the interval. One filter ``arrival_date >= start AND (arrival_date <= end OR
-    event_ts BETWEEN ...)`` would be equivalent, but Delta cannot skip files with it: an old
-    day would read every later partition (909 files against 52, measured on a year).
+def bronze_reported_in(evaluator: MacroEvaluator) -> exp.Expr:
+    """The ``bronze.pos_events`` rows whose ``@report_date()`` can fall in the interval (or in
+    any of tardy's audited intervals, ``macros/intervals.py``), as a subquery: those that
+    arrived in it (partition pruning), and those that arrived later with an event time in it
+    (file skipping on ``event_ts``). A row is accounted to its event date only when that is
+    not after its arrival, else to its arrival date, so no other row can be accounted to the
+    interval. One filter ``arrival_date >= start AND (arrival_date <= end OR event_ts BETWEEN
+    ...)`` would be equivalent, but Delta cannot skip files with it: an old day would read
+    every later partition (909 files against 52, measured on a year). Over several intervals
+    the later arrivals are those after the first interval's end and in none of them.
     """
+    intervals = interval_values(evaluator.locals, evaluator.var(INTERVALS_VARIABLE))
+    arrival, event = exp.column("arrival_date"), exp.column("event_ts")
+    arrived_in = within(arrival, intervals, "start_date", "end_date")
+    later = [
+        exp.GT(this=arrival.copy(), expression=exp.convert(min(i["end_date"] for i in intervals)))
+    ]
+    later += [exp.not_(arrived_in.copy())] if len(intervals) > 1 else []
+    later += [within(event, intervals, "start_ts", "end_ts")]
     return fill(
         """
         (
           SELECT * FROM bronze.pos_events
-          WHERE arrival_date BETWEEN :start_date AND :end_date
+          WHERE :arrived_in
           UNION ALL
           SELECT * FROM bronze.pos_events
-          WHERE arrival_date > :end_date AND event_ts BETWEEN :start_ts AND :end_ts
+          WHERE :later
         )
         """,
-        start_date=start_date,
-        end_date=end_date,
-        start_ts=start_ts,
-        end_ts=end_ts,
+        arrived_in=arrived_in,
+        later=exp.and_(*later),
     )
 
 

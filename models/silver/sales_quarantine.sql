@@ -53,7 +53,7 @@ WITH checked AS (
     raw_record
   -- Only the rows that can be accounted to the interval: an old day does not read every
   -- later arrival partition.
-  FROM @bronze_reported_in(@start_date, @end_date, @start_ts, @end_ts) AS b
+  FROM @bronze_reported_in() AS b
 )
 SELECT
   CAST(report_date AS DATE) AS report_date,

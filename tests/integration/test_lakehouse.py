@@ -920,6 +920,16 @@ DAMAGES = [
     ),
     (
         "silver.sales_transactions",
+        "reconciles_with_bronze",
+        "DELETE FROM {t} WHERE event_date = DATE'{p}' AND store_id = 1",
+    ),
+    (
+        "gold.daily_store_net_revenue",
+        "reconciles_with_refunds",
+        "UPDATE {t} SET refunded = refunded + 1 WHERE event_date = DATE'{p}'",
+    ),
+    (
+        "silver.sales_transactions",
         "non_negative_amounts",
         "UPDATE {t} SET discount = -0.01 WHERE event_date = DATE'{p}' AND store_id = 1",
     ),

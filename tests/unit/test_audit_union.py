@@ -4,7 +4,8 @@ SQLMesh renders the project's real audits (no Spark statement: the renders are o
 parsed). The oracle of which audits may run over the union is the audit's own text,
 independent of the engine's rule (which compares the renders of each interval): an audit that
 names ``@start_...`` or ``@end_...`` reads something by the interval's bounds besides
-``@this_model`` and runs once per interval; any other audit runs once.
+``@this_model`` and runs once per interval; any other audit runs once, a reconciliation that
+reads the interval through the interval macros (``@in_intervals`` …) included.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def test_an_audit_of_the_models_own_rows_runs_once_and_a_reconciliation_per_inte
 ) -> None:
     snapshots = audited(renderer)
     assert len(snapshots) >= 8
-    unions = per_interval = 0
+    unions = per_interval = spanned = 0
     for snapshot in snapshots:
         queries = renderer.audits_over(snapshot, INTERVALS)
         for audit, _ in snapshot.node.audits_with_args:
@@ -74,8 +75,56 @@ def test_an_audit_of_the_models_own_rows_runs_once_and_a_reconciliation_per_inte
             else:
                 assert [q.spans for q in mine] == [INTERVALS], (snapshot.name, audit.name)
                 unions += 1
-    # The project has both kinds: the built-in audits and each model's reconciliation.
-    assert unions >= 20 and per_interval >= 6, (unions, per_interval)
+                spanned += reads_interval_macros(audit)
+    # Every audit of the project runs once: the built-in ones and the reconciliations, which
+    # read other models through the interval macros (``over_union``'s other case below).
+    assert unions >= 30 and spanned >= 6 and per_interval == 0, (unions, per_interval, spanned)
+
+
+def test_an_audit_reading_another_table_by_the_bounds_stays_per_interval() -> None:
+    """``over_union`` merges renders that differ only in ``@this_model``'s interval, and
+    refuses renders that also read another table by the interval's bounds."""
+    from sqlglot import parse_one
+
+    from tardy.engine.sqlmesh_api import over_union
+
+    table = exp.to_table("db.model__dev")
+
+    def render(first: str, last: str, other: bool) -> exp.Query:
+        this = f"(SELECT * FROM db.model__dev WHERE d BETWEEN '{first}' AND '{last}') AS m"
+        join = f" JOIN db.other AS o ON o.d = m.d AND o.d BETWEEN '{first}' AND '{last}'"
+        return t.cast(exp.Query, parse_one(f"SELECT m.d FROM {this}{join if other else ''}"))
+
+    own = over_union([render(*i, other=False) for i in INTERVALS], INTERVALS, table, "d")
+    assert own is not None and len(ranges(own)) == len(INTERVALS)
+    assert over_union([render(*i, other=True) for i in INTERVALS], INTERVALS, table, "d") is None
+
+
+def reads_interval_macros(audit: t.Any) -> bool:
+    return "@in_intervals" in audit.query.sql().lower()
+
+
+def ranges(query: exp.Query) -> set[tuple[str, str, str]]:
+    return {
+        (b.this.sql("spark"), b.args["low"].sql("spark"), b.args["high"].sql("spark"))
+        for b in query.find_all(exp.Between)
+    }
+
+
+def test_a_reconciliation_through_the_interval_macros_reads_each_interval_not_their_hull(
+    renderer: t.Any,
+) -> None:
+    """Silver's reconciliation with bronze reads bronze, the quarantine and silver by the
+    interval: rendered once over the intervals, it reads exactly the ranges that SQLMesh's
+    render of each interval reads, and nothing between them."""
+    snapshot = next(s for s in audited(renderer) if s.model.name == "silver.sales_transactions")
+    audit = next(a for a, _ in snapshot.node.audits_with_args if reads_interval_macros(a))
+    (union,) = [q for q in renderer.audits_over(snapshot, INTERVALS) if q.audit == audit.name]
+    assert union.spans == INTERVALS
+    each = [dict(renderer.audits(snapshot, first, last))[audit.name] for first, last in INTERVALS]
+    expected = set().union(*(ranges(q) for q in each))
+    assert len(expected) >= 4 * len(INTERVALS)  # arrival, event time, report and event days
+    assert ranges(union.query) == expected
 
 
 def test_the_union_reads_the_intervals_not_their_hull(renderer: t.Any) -> None:

@@ -15,6 +15,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from sqlglot import exp, parse_one
 
+from tardy.audited_intervals import INTERVALS_VARIABLE
 from tardy.errors import TardyError
 
 if t.TYPE_CHECKING:
@@ -226,28 +227,40 @@ class Renderer:
     ) -> list[AuditQuery]:
         """Every audit of the model over ``intervals``: once over their union when only
         ``@this_model`` depends on the interval (``over_union``: the built-in audits, any
-        audit of the model's own rows), else once per interval (an audit that also reads
-        another table by ``@start_date``/``@end_date``, such as a reconciliation).
+        audit of the model's own rows) or when the audit reads the interval otherwise only
+        through the project's interval macros (rendered with the variable
+        ``tardy_intervals``, ``tardy.audited_intervals``: a reconciliation written for it),
+        else once per interval (an audit that reads another table by ``@start_date`` /
+        ``@end_date``).
 
         ``rows`` (a Spark table name): where the model's rows of the intervals are read
         instead of its staged name, in ``@this_model`` (the staged rows table: the same rows
         without the overlay view's union with prod)."""
-        renders = [self.audits(snapshot, first, last, variables) for first, last in intervals]
-        if not renders:
-            return []
         table = exp.to_table(snapshot.table_name(self.index.is_deployable(snapshot)))
         column = time_column(snapshot) if has_intervals(snapshot) else None
-        if rows is not None:
-            reads = exp.to_table(rows, dialect="spark")
-            renders = [
+        reads = exp.to_table(rows, dialect="spark") if rows is not None else table
+
+        def render(extra: dict[str, t.Any] | None) -> list[list[tuple[str, exp.Query]]]:
+            merged = {**(variables or {}), **(extra or {})} or None
+            renders = [self.audits(snapshot, first, last, merged) for first, last in intervals]
+            if rows is None:
+                return renders
+            return [
                 [(name, _read_from(query, table, column, reads)) for name, query in render]
                 for render in renders
             ]
-            table = reads
+
+        renders = render(None)
+        if not renders:
+            return []
+        spanned: list[list[tuple[str, exp.Query]]] | None = None  # with ``tardy_intervals``
         out = []
         for position, (name, _) in enumerate(renders[0]):
             queries = [render[position][1] for render in renders]
-            union = over_union(queries, intervals, table, column) if len(intervals) > 1 else None
+            union = over_union(queries, intervals, reads, column) if len(intervals) > 1 else None
+            if union is None and len(intervals) > 1:
+                spanned = spanned or render({INTERVALS_VARIABLE: intervals})
+                union = over_union([r[position][1] for r in spanned], intervals, reads, column)
             if union is not None:
                 out.append(AuditQuery(name, union, [list(i) for i in intervals]))
             else:
