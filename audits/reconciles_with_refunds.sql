@@ -9,46 +9,42 @@ AUDIT (
   blocking TRUE
 );
 
-WITH net AS (
+WITH amounts AS (
+  -- Each source's rows with its terms, zero elsewhere: one aggregate by day (one shuffle).
   SELECT
-    event_date,
-    SUM(revenue) AS revenue,
-    SUM(refunds) AS refunds,
-    SUM(refunded) AS refunded,
-    SUM(net_revenue) AS net_revenue
+    event_date AS day,
+    revenue AS net_model_revenue,
+    refunds AS net_model_refunds,
+    refunded AS net_model_refunded,
+    net_revenue AS net_model_net_revenue,
+    0 AS sales_revenue,
+    0 AS silver_refunds,
+    0 AS silver_refunded
   FROM @this_model
-  GROUP BY event_date
-), sales AS (
-  SELECT event_date, SUM(revenue) AS revenue
+  UNION ALL
+  SELECT event_date, 0, 0, 0, 0, revenue, 0, 0
   FROM gold.daily_store_revenue
   WHERE @in_intervals(event_date)
-  GROUP BY event_date
-), refunded AS (
-  SELECT refund_date AS event_date, COUNT(*) AS refunds, SUM(amount) AS refunded
+  UNION ALL
+  SELECT refund_date, 0, 0, 0, 0, 0, 1, amount
   FROM silver.refunds
   WHERE @in_intervals(refund_date)
-  GROUP BY refund_date
 ), days AS (
-  SELECT event_date FROM net
-  UNION
-  SELECT event_date FROM sales
-  UNION
-  SELECT event_date FROM refunded
+  SELECT
+    day AS event_date,
+    SUM(net_model_revenue) AS net_model_revenue,
+    SUM(sales_revenue) AS sales_revenue,
+    SUM(net_model_refunds) AS net_model_refunds,
+    SUM(silver_refunds) AS silver_refunds,
+    SUM(net_model_refunded) AS net_model_refunded,
+    SUM(silver_refunded) AS silver_refunded,
+    SUM(net_model_net_revenue) AS net_model_net_revenue
+  FROM amounts
+  GROUP BY day
 )
-SELECT
-  d.event_date,
-  COALESCE(n.revenue, 0) AS net_model_revenue,
-  COALESCE(s.revenue, 0) AS sales_revenue,
-  COALESCE(n.refunds, 0) AS net_model_refunds,
-  COALESCE(r.refunds, 0) AS silver_refunds,
-  COALESCE(n.refunded, 0) AS net_model_refunded,
-  COALESCE(r.refunded, 0) AS silver_refunded,
-  COALESCE(n.net_revenue, 0) AS net_model_net_revenue
-FROM days AS d
-LEFT JOIN net AS n ON n.event_date = d.event_date
-LEFT JOIN sales AS s ON s.event_date = d.event_date
-LEFT JOIN refunded AS r ON r.event_date = d.event_date
-WHERE COALESCE(n.revenue, 0) <> COALESCE(s.revenue, 0)
-  OR COALESCE(n.refunds, 0) <> COALESCE(r.refunds, 0)
-  OR COALESCE(n.refunded, 0) <> COALESCE(r.refunded, 0)
-  OR COALESCE(n.net_revenue, 0) <> COALESCE(s.revenue, 0) - COALESCE(r.refunded, 0)
+SELECT *
+FROM days
+WHERE net_model_revenue <> sales_revenue
+  OR net_model_refunds <> silver_refunds
+  OR net_model_refunded <> silver_refunded
+  OR net_model_net_revenue <> sales_revenue - silver_refunded

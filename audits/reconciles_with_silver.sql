@@ -1,7 +1,7 @@
 -- gold.daily_store_revenue must add up to silver.sales_transactions on every day of the
 -- audited interval: same number of transactions, items, corrected transactions and revenue.
--- Returns the days (and fails) where any total differs, a day missing on either side
--- included.
+-- Returns the days (and fails) where any total differs; a day on one side only differs in
+-- transactions (a gold row counts at least one).
 -- The interval is read only through @this_model and @in_intervals, so tardy checks all the
 -- days it restates in one query (tardy.audited_intervals).
 AUDIT (
@@ -9,40 +9,49 @@ AUDIT (
   blocking TRUE
 );
 
-WITH gold_totals AS (
+WITH amounts AS (
+  -- Each side's rows with its terms, zero elsewhere: one aggregate by day (one shuffle).
   SELECT
-    event_date,
-    SUM(transactions) AS transactions,
-    SUM(items) AS items,
-    SUM(corrected_transactions) AS corrected_transactions,
-    SUM(revenue) AS revenue
+    event_date AS day,
+    transactions AS gold_transactions,
+    items AS gold_items,
+    corrected_transactions AS gold_corrected_transactions,
+    revenue AS gold_revenue,
+    0 AS silver_transactions,
+    0 AS silver_items,
+    0 AS silver_corrected_transactions,
+    0 AS silver_revenue
   FROM @this_model
-  GROUP BY event_date
-), silver_totals AS (
+  UNION ALL
   SELECT
     event_date,
-    COUNT(*) AS transactions,
-    SUM(quantity) AS items,
-    SUM(CASE WHEN is_corrected THEN 1 ELSE 0 END) AS corrected_transactions,
-    SUM(net_amount) AS revenue
+    0,
+    0,
+    0,
+    0,
+    1,
+    quantity,
+    CASE WHEN is_corrected THEN 1 ELSE 0 END,
+    net_amount
   FROM silver.sales_transactions
   WHERE @in_intervals(event_date)
-  GROUP BY event_date
+), days AS (
+  SELECT
+    day AS event_date,
+    SUM(gold_transactions) AS gold_transactions,
+    SUM(silver_transactions) AS silver_transactions,
+    SUM(gold_items) AS gold_items,
+    SUM(silver_items) AS silver_items,
+    SUM(gold_corrected_transactions) AS gold_corrected_transactions,
+    SUM(silver_corrected_transactions) AS silver_corrected_transactions,
+    SUM(gold_revenue) AS gold_revenue,
+    SUM(silver_revenue) AS silver_revenue
+  FROM amounts
+  GROUP BY day
 )
-SELECT
-  COALESCE(g.event_date, s.event_date) AS event_date,
-  g.transactions AS gold_transactions,
-  s.transactions AS silver_transactions,
-  g.items AS gold_items,
-  s.items AS silver_items,
-  g.corrected_transactions AS gold_corrected_transactions,
-  s.corrected_transactions AS silver_corrected_transactions,
-  g.revenue AS gold_revenue,
-  s.revenue AS silver_revenue
-FROM gold_totals AS g
-FULL OUTER JOIN silver_totals AS s
-  ON g.event_date = s.event_date
-WHERE COALESCE(g.transactions, 0) <> COALESCE(s.transactions, 0)
-  OR COALESCE(g.items, 0) <> COALESCE(s.items, 0)
-  OR COALESCE(g.corrected_transactions, 0) <> COALESCE(s.corrected_transactions, 0)
-  OR COALESCE(g.revenue, 0) <> COALESCE(s.revenue, 0)
+SELECT *
+FROM days
+WHERE gold_transactions <> silver_transactions
+  OR gold_items <> silver_items
+  OR gold_corrected_transactions <> silver_corrected_transactions
+  OR gold_revenue <> silver_revenue

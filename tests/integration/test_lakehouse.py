@@ -1040,7 +1040,7 @@ def test_each_store_dimension_audit_fails_on_a_damaged_copy(
         damaged = {r.audit: r for r in audit.run(spark, renderer, snapshot, day)}
         assert damaged[audit_name].failed and damaged[audit_name].blocking, damaged[audit_name]
     finally:
-        delta.drop(spark, copy)
+        delta.drop_existing(spark, [], [copy])
 
 
 def test_key_restricted_reconciliation_counts_the_recomputed_keys(context, spark) -> None:

@@ -78,13 +78,41 @@ def create_view(spark: SparkSession, view: str, select: str) -> None:
     spark.sql(f"CREATE OR REPLACE VIEW {view} AS {select}")
 
 
-def drop(spark: SparkSession, table: str) -> None:
-    """Drop ``table``, or the view of that name, if it exists (the catalog lookups are not
-    Spark statements)."""
-    if not spark.catalog.tableExists(table):
-        return
-    kind = "VIEW" if spark.catalog.getTable(table).tableType == "VIEW" else "TABLE"
-    spark.sql(f"DROP {kind} {table}")
+def drop_existing(
+    spark: SparkSession, views: t.Iterable[str], tables: t.Iterable[str]
+) -> list[str]:
+    """Drop those of ``views`` and ``tables`` (Spark names, schema-qualified) that exist; the
+    ones dropped. A name listed as a view may be a table (and the other way round): when the
+    expected ``DROP`` refuses it, the other one drops it. One ``SHOW TABLES ... LIKE`` per
+    schema, of those names only (``a|b|...``): a catalog lookup per name costs a plan on a
+    Connect client (NOTES 20), and ``Catalog.listTables`` fails under the small-data profile
+    (Spark 4.2 cannot decode its rows without code generation)."""
+    from pyspark.errors import AnalysisException
+    from sqlglot import exp
+
+    kinds = {**{name: "VIEW" for name in views}, **{name: "TABLE" for name in tables}}
+    by_schema: dict[str, dict[str, str]] = {}
+    for name in kinds:
+        parsed = exp.to_table(name, dialect="spark")
+        schema = exp.table_(parsed.db, catalog=parsed.catalog or None).sql(dialect="spark")
+        by_schema.setdefault(schema, {})[parsed.name.lower()] = name
+    dropped = []
+    for schema, wanted in by_schema.items():
+        try:
+            found = spark.sql(f"SHOW TABLES IN {schema} LIKE '{'|'.join(wanted)}'").collect()
+        except AnalysisException:  # no such schema: nothing in it to drop
+            continue
+        for row in found:
+            existing = wanted.get(row.tableName.lower())
+            if existing is None or row.isTemporary:
+                continue
+            expected = kinds[existing]
+            try:
+                spark.sql(f"DROP {expected} {existing}")
+            except AnalysisException:  # the other kind
+                spark.sql(f"DROP {'TABLE' if expected == 'VIEW' else 'VIEW'} {existing}")
+            dropped.append(existing)
+    return dropped
 
 
 def replace_where(spark: SparkSession, target: str, predicate: str, select: str) -> None:

@@ -37,7 +37,14 @@ from tardy.engine.detect import Manifest, advance_watermark
 from tardy.engine.diff import Breaker, Diff, breaker, diff_table
 from tardy.engine.log import Action, LogEntry
 from tardy.engine.plan import Plan, report_dir, snapshot_versions, watermark_target
-from tardy.engine.stage import StagedTable, drop_stage, key_restriction, prepare, write
+from tardy.engine.stage import (
+    StagedTable,
+    drop_stage,
+    drop_staged,
+    key_restriction,
+    prepare,
+    write,
+)
 from tardy.errors import Refused, RestatementFailed
 from tardy.key_index import KeySet
 
@@ -169,6 +176,8 @@ def stage_all(
     intervals = []
     results: list[audit.AuditResult] = []
     trips = []
+    with meter.step("stage"):  # what a killed restatement or an earlier release left
+        drop_staged(context, spark)
     for snapshot in plan.models():
         name = snapshot.model.name
         days = plan.days(name, changed)

@@ -124,14 +124,14 @@ def prepare(
     intervals: list[list[str]],
     restriction: KeyRestriction | None = None,
 ) -> StagedTable:
-    """The model's staging over ``intervals``, pinned to its prod table's current version.
+    """The model's staging over ``intervals``, pinned to its prod table's current version
+    (nothing may be left at its staged names: ``drop_staged`` first).
 
     A model that reads itself reads, while it is written, its staged name as a view of prod
     at that version (what it reads in prod; ``write`` then overlays its rows)."""
     prod_table = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
     view = staged_view(snapshot)
     version = delta.version(spark, prod_table)
-    delta.drop(spark, view)  # a table of an earlier release's staging (a clone)
     if snapshot.model.depends_on_self:
         delta.create_view(spark, view, f"SELECT * FROM {prod_table} VERSION AS OF {version}")
     return StagedTable(
@@ -212,12 +212,20 @@ def _union_all(left: exp.Query, right: exp.Query) -> exp.Query:
 
 
 def drop_stage(context: Context, spark: SparkSession) -> None:
-    """Drop the restatement's environment, if it has one, and every model's staged view and
-    rows table (prod's files are not touched; an earlier release's stage, a shallow clone,
-    is dropped the same way: its own directory holds only what was written into it)."""
+    """Drop the restatement's environment, if it has one, and every staged view and rows
+    table (``drop_staged``)."""
     environment.drop(spark)
-    for snapshot in sqlmesh_api.model_snapshots(context):
-        if sqlmesh_api.has_intervals(snapshot):  # a view is never staged
-            view = staged_view(snapshot)
-            delta.drop(spark, view)
-            delta.drop(spark, rows_table(view))
+    drop_staged(context, spark)
+
+
+def drop_staged(context: Context, spark: SparkSession) -> list[str]:
+    """Drop every model's staged view and rows table that exists (prod's files are not
+    touched; an earlier release's stage, a shallow clone at the staged name, is dropped the
+    same way: its own directory holds only what was written into it); what it dropped. One
+    listing per schema (``delta.drop_existing``)."""
+    views = [
+        staged_view(snapshot)
+        for snapshot in sqlmesh_api.model_snapshots(context)
+        if sqlmesh_api.has_intervals(snapshot)  # a view (a dimension) is never staged
+    ]
+    return delta.drop_existing(spark, views, [rows_table(view) for view in views])
