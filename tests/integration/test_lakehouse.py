@@ -957,9 +957,10 @@ def test_each_audit_passes_on_prod_and_fails_on_a_damaged_copy(
 ) -> None:
     """The audits run by tardy's engine (SQLMesh renders them) over a clone of prod, on two
     intervals (the first and the last period): clean, the audit returns nothing; after one
-    statement damaging the last period, it returns rows and blocks. An audit of the model's
-    own rows runs once over both intervals, a reconciliation once per interval, and only
-    its run over the damaged one fails (``oracle.reads_by_bounds``)."""
+    statement damaging the last period, it returns rows and blocks. An audit runs once over
+    both intervals (a reconciliation too, through the interval macros), unless it reads
+    another table by ``@start_date`` (``oracle.reads_by_bounds``): then once per interval,
+    and only its run over the damaged one fails."""
     from tardy.engine import audit, sqlmesh_api
     from tardy.engine.stage import drop_stage
 
