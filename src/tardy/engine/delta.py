@@ -9,11 +9,15 @@ per-statement cost. *Executions* adds the nested ones Spark and Delta run inside
 
 from __future__ import annotations
 
+import json
+import os
 import time
 import typing as t
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 if t.TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -58,6 +62,127 @@ def history(spark: SparkSession, table: str, after_version: int) -> list[Row]:
     return sorted((r for r in rows.collect() if r.version > after_version), key=lambda r: r.version)
 
 
+@dataclass(frozen=True)
+class Commit:
+    """One commit of a Delta table: its version, operation and ``userMetadata`` (tardy's tag,
+    ``tagged_commits``)."""
+
+    version: int
+    operation: str
+    userMetadata: str | None  # noqa: N815 (Delta's own name, as DESCRIBE HISTORY's column)
+
+    @classmethod
+    def of_row(cls, row: Row) -> Commit:
+        return cls(int(row.version), str(row.operation), row.userMetadata)
+
+
+class History:
+    """The commits of a restatement's tables, read from their Delta logs without a Spark
+    statement when the tables are managed in this data home's warehouse (the embedded
+    default, in-process or on its warm engine), else with ``DESCRIBE HISTORY`` (a remote
+    gateway's warehouse is not this machine's to read).
+
+    Delta's log is a folder ``_delta_log`` of commit files named by version (20 digits,
+    ``00000000000000000007.json``), each a JSON action per line, the ``commitInfo`` action
+    among them, written atomically (docs/engine.md, "Version reads from the log"). The tables'
+    locations come from the catalog: one ``SHOW TABLE EXTENDED`` per schema, however many
+    tables."""
+
+    def __init__(self, spark: SparkSession, locations: dict[str, Path]) -> None:
+        self.spark = spark
+        self.locations = locations  # table -> its _delta_log, for the tables read from files
+
+    @classmethod
+    def of(cls, spark: SparkSession, tables: Iterable[str], home: Path | None = None) -> History:
+        """The history of ``tables`` (Spark names, schema-qualified); those whose location is
+        a folder of ``home`` (default: the data home) are read from their logs."""
+        from pyspark.errors import AnalysisException
+
+        from tardy.home import data_home
+
+        home = home or data_home().root
+        locations: dict[str, Path] = {}
+        for schema, wanted in _by_schema(tables).items():
+            like = "|".join(wanted)
+            try:
+                found = spark.sql(f"SHOW TABLE EXTENDED IN {schema} LIKE '{like}'").collect()
+            except AnalysisException:  # no such schema: DESCRIBE HISTORY says what is wrong
+                continue
+            for row in found:
+                name = wanted.get(row.tableName.lower())
+                log = _local_log(row.information, home) if name is not None else None
+                if name is not None and log is not None:
+                    locations[name] = log
+        return cls(spark, locations)
+
+    def latest(self, table: str) -> Commit:
+        """The table's latest commit."""
+        log = self.locations.get(table)
+        if log is None:
+            return Commit.of_row(latest_commit(self.spark, table))
+        return _read_commit(log, _latest_version(log))
+
+    def version(self, table: str) -> int:
+        return self.latest(table).version
+
+    def after(self, table: str, after_version: int) -> list[Commit]:
+        """The commits of ``table`` after ``after_version``, oldest first."""
+        log = self.locations.get(table)
+        if log is None:
+            return [Commit.of_row(row) for row in history(self.spark, table, after_version)]
+        latest = _latest_version(log)
+        return [_read_commit(log, v) for v in range(after_version + 1, latest + 1)]
+
+
+def _by_schema(names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Schema-qualified Spark names by schema: schema -> {the table's name in lower case (as
+    ``SHOW TABLES`` lists it): the name given}."""
+    from sqlglot import exp
+
+    by_schema: dict[str, dict[str, str]] = {}
+    for name in names:
+        parsed = exp.to_table(name, dialect="spark")
+        schema = exp.table_(parsed.db, catalog=parsed.catalog or None).sql(dialect="spark")
+        by_schema.setdefault(schema, {})[parsed.name.lower()] = name
+    return by_schema
+
+
+def _local_log(information: str, home: Path) -> Path | None:
+    """The ``_delta_log`` folder of a table (``SHOW TABLE EXTENDED``'s ``information``) when
+    it is a Delta table in a folder of ``home`` without catalog-managed commits."""
+    lines = dict(line.split(": ", 1) for line in information.splitlines() if ": " in line)
+    location = urlparse(lines.get("Location", ""))
+    if lines.get("Provider", "").lower() != "delta" or location.scheme != "file":
+        return None
+    log = Path(unquote(location.path)) / "_delta_log"
+    if not log.resolve().is_relative_to(home.resolve()) or not log.is_dir():
+        return None
+    staged = log / "_staged_commits"  # commits a catalog holds until it backfills them
+    if staged.is_dir() and any(staged.iterdir()):
+        return None
+    return log
+
+
+def _latest_version(log: Path) -> int:
+    versions = [
+        int(entry.name[:20])
+        for entry in os.scandir(log)
+        if len(entry.name) == 25 and entry.name.endswith(".json") and entry.name[:20].isdigit()
+    ]
+    if not versions:
+        raise NoRowError(f"{log} holds no commit")
+    return max(versions)
+
+
+def _read_commit(log: Path, version: int) -> Commit:
+    with open(log / f"{version:020d}.json", encoding="utf-8") as commit:
+        for line in commit:
+            info = json.loads(line).get("commitInfo")
+            if info is not None:
+                return Commit(version, str(info.get("operation", "")), info.get("userMetadata"))
+    return Commit(version, "", None)
+
+
 @contextmanager
 def tagged_commits(spark: SparkSession, value: str) -> Iterator[None]:
     """Every Delta commit in the block carries ``value`` in its ``userMetadata``."""
@@ -88,16 +213,10 @@ def drop_existing(
     Connect client (NOTES 20), and ``Catalog.listTables`` fails under the small-data profile
     (Spark 4.2 cannot decode its rows without code generation)."""
     from pyspark.errors import AnalysisException
-    from sqlglot import exp
 
     kinds = {**{name: "VIEW" for name in views}, **{name: "TABLE" for name in tables}}
-    by_schema: dict[str, dict[str, str]] = {}
-    for name in kinds:
-        parsed = exp.to_table(name, dialect="spark")
-        schema = exp.table_(parsed.db, catalog=parsed.catalog or None).sql(dialect="spark")
-        by_schema.setdefault(schema, {})[parsed.name.lower()] = name
     dropped = []
-    for schema, wanted in by_schema.items():
+    for schema, wanted in _by_schema(kinds).items():
         try:
             found = spark.sql(f"SHOW TABLES IN {schema} LIKE '{'|'.join(wanted)}'").collect()
         except AnalysisException:  # no such schema: nothing in it to drop

@@ -145,7 +145,9 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
     primary = sources[0].table
     since, previous = watermark(spark)
     since_sources = source_watermarks(spark)
-    version = delta.version(spark, primary)
+    bronze = [s.table for s in sources] + [t for d in dimensions for t in d.sources]
+    history = delta.History.of(spark, bronze)
+    version = history.version(primary)
     # Bronze is append-only: its latest arrival is in the partitions from the previous one on.
     newer = f"WHERE arrival_date >= DATE'{previous[:10]}'" if previous else ""
     arrival = spark.sql(
@@ -162,7 +164,7 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
             before, until = since, version
         else:
             before = since_sources.get(source.table)
-            until = source_versions[source.table] = delta.version(spark, source.table)
+            until = source_versions[source.table] = history.version(source.table)
         changed = (
             facts.changes(context, spark, source, before, until)
             if before != until
@@ -186,7 +188,7 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
     reasons: dict[str, str] = {}
     windows: dict[str, list[dict[str, str | None]]] = {}
     for dim in dimensions:
-        altered = dimension.detect(context, spark, dim, since_sources)
+        altered = dimension.detect(context, spark, history, dim, since_sources)
         for child, days in altered.days.items():
             end = sqlmesh_api.last_computed_day(closure.snapshots[child])
             closed = {d for d in days if end is not None and d <= end - timedelta(days=grace)}

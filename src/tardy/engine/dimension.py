@@ -229,11 +229,13 @@ def altered_windows(
 def detect(
     context: Context,
     spark: SparkSession,
+    history: delta.History,
     dimension: Dimension,
     since: dict[str, int],
 ) -> Altered:
-    """The windows and child days the dimension's bronze changes since ``since`` alter."""
-    versions = {source: delta.version(spark, source) for source in dimension.sources}
+    """The windows and child days the dimension's bronze changes since ``since`` alter
+    (``history``: where its bronze tables' versions are read)."""
+    versions = {source: history.version(source) for source in dimension.sources}
     before: dict[str, int | None] = {}
     for source in dimension.sources:
         if source in since:

@@ -43,6 +43,7 @@ from tardy.engine.stage import (
     drop_staged,
     key_restriction,
     prepare,
+    prod_table,
     write,
 )
 from tardy.errors import Refused, RestatementFailed
@@ -178,6 +179,7 @@ def stage_all(
     trips = []
     with meter.step("stage"):  # what a killed restatement or an earlier release left
         drop_staged(context, spark)
+        history = delta.History.of(spark, [prod_table(s) for s in plan.models()])
     for snapshot in plan.models():
         name = snapshot.model.name
         days = plan.days(name, changed)
@@ -186,7 +188,7 @@ def stage_all(
         renderer.stage(snapshot)  # it and its children now read its staged table
         with meter.step("stage"):
             restriction = key_restriction(snapshot, (keys or {}).get(name))
-            table = prepare(spark, snapshot, ranges(days), restriction)
+            table = prepare(spark, history, snapshot, ranges(days), restriction)
             write(spark, renderer, snapshot, table, restriction)
         with meter.step("audit"):
             variables = restriction.variables() if restriction else None
@@ -399,7 +401,8 @@ def promote_entry(
     base["intervals"] = {table.model: table.changed for table in staged if table.changed}
     # Every table is checked before the intent: a refusal (prod changed since staging) leaves
     # the restatement staged and prod untouched, to be discarded and restated.
-    checked = promotion.check(spark, restatement_id, staged)
+    history = delta.History.of(spark, [table.prod_table for table in staged if table.changed])
+    checked = promotion.check(history, restatement_id, staged)
     if status == Action.STAGED:
         log.append(spark, LogEntry(action=Action.PROMOTING, **base))
     # The change trail before the first commit: prod's version before is still current then
@@ -413,7 +416,7 @@ def promote_entry(
         {s.model.name: sqlmesh_api.grain(s) for s in prod},
     )
     promotion.failpoint("trail", 1)
-    versions, committed = promotion.promote(spark, restatement_id, staged, checked)
+    versions, committed = promotion.promote(spark, history, restatement_id, staged, checked)
     manifest = entry["manifest"]
     target = watermark_target(context, manifest)
     advanced = target is not None

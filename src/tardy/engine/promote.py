@@ -6,9 +6,10 @@ whose recomputed rows equal prod's is not promoted; a table with none is not tou
 Delta commit per table, upstream first. Each commit is tagged with the restatement id in the
 Delta commit's ``userMetadata``, so a promotion interrupted at any point (kill -9) can tell,
 from the tables' own history, which tables are already promoted: resuming skips those and
-commits the others. Every table is checked before the first commit (``check``): when any prod
-table got another commit since it was staged (the staged rows would be stale), nothing is
-committed and the caller is told to discard and restate again.
+commits the others. The history is read from the tables' Delta logs (``delta.History``: no
+Spark statement on the embedded default). Every table is checked before the first commit
+(``check``): when any prod table got another commit since it was staged (the staged rows
+would be stale), nothing is committed and the caller is told to discard and restate again.
 
 Rollback restores every promoted table to its pre-promotion version (``RESTORE TABLE ...
 TO VERSION AS OF``, itself one tagged Delta commit), refusing, before restoring anything, when
@@ -73,7 +74,7 @@ def inflight_failpoint(action: str, done: int) -> t.Iterator[None]:
     yield
 
 
-def _changes(commits: list[t.Any]) -> str:
+def _changes(commits: list[delta.Commit]) -> str:
     return f"{commits[0].version - 1} -> {commits[-1].version}, " + ", ".join(
         sorted({str(c.operation) for c in commits})
     )
@@ -87,7 +88,7 @@ class Checked:
     pending: list[StagedTable] = field(default_factory=list)  # still to commit
 
 
-def check(spark: SparkSession, restatement_id: str, staged: list[StagedTable]) -> Checked:
+def check(history: delta.History, restatement_id: str, staged: list[StagedTable]) -> Checked:
     """Read every table's history since staging: the tables an earlier (interrupted) call
     promoted, and those left. Raises ``ProdChangedError``, naming every table that got
     another commit since staging, before anything is committed."""
@@ -95,7 +96,7 @@ def check(spark: SparkSession, restatement_id: str, staged: list[StagedTable]) -
     checked = Checked()
     stale: list[str] = []
     for table in (table for table in staged if table.changed):
-        commits = delta.history(spark, table.prod_table, table.version_before)
+        commits = history.after(table.prod_table, table.version_before)
         ours = [c for c in commits if c.userMetadata == marker]
         if ours:
             checked.promoted[table.model] = int(ours[-1].version)
@@ -119,14 +120,14 @@ def check(spark: SparkSession, restatement_id: str, staged: list[StagedTable]) -
 
 
 def promoted_versions(
-    spark: SparkSession, restatement_id: str, staged: list[StagedTable]
+    history: delta.History, restatement_id: str, staged: list[StagedTable]
 ) -> dict[str, int]:
     """The tables a (possibly interrupted) promotion committed: model -> its commit's version,
     upstream first."""
     marker = tag(restatement_id, "promote")
     versions: dict[str, int] = {}
     for table in (table for table in staged if table.changed):
-        commits = delta.history(spark, table.prod_table, table.version_before)
+        commits = history.after(table.prod_table, table.version_before)
         ours = [c for c in commits if c.userMetadata == marker]
         if ours:
             versions[table.model] = int(ours[-1].version)
@@ -135,6 +136,7 @@ def promoted_versions(
 
 def promote(
     spark: SparkSession,
+    history: delta.History,
     restatement_id: str,
     staged: list[StagedTable],
     checked: Checked | None = None,
@@ -146,7 +148,7 @@ def promote(
     this call committed (the others were promoted by an earlier, interrupted call).
     """
     marker = tag(restatement_id, "promote")
-    checked = checked or check(spark, restatement_id, staged)
+    checked = checked or check(history, restatement_id, staged)
     after = dict(checked.promoted)
     committed: list[str] = []
     failpoint("promote", 0)
@@ -156,11 +158,11 @@ def promote(
             delta.replace_where(
                 spark, table.prod_table, days, f"SELECT * FROM {table.staged_table} WHERE {days}"
             )
-        latest = delta.latest_commit(spark, table.prod_table)
+        latest = history.latest(table.prod_table)
         if latest.userMetadata != marker:  # another writer committed right after ours
-            commits = delta.history(spark, table.prod_table, table.version_before)
+            commits = history.after(table.prod_table, table.version_before)
             latest = [c for c in commits if c.userMetadata == marker][-1]
-        after[table.model] = int(latest.version)
+        after[table.model] = latest.version
         committed.append(table.model)
         failpoint("promote", len(after))
     order = [table.model for table in staged if table.model in after]
@@ -168,7 +170,7 @@ def promote(
 
 
 def check_rollback(
-    spark: SparkSession,
+    history: delta.History,
     restatement_id: str,
     tables: dict[str, str],
     after: dict[str, int],
@@ -185,7 +187,7 @@ def check_rollback(
     pending: list[str] = []
     changed: list[str] = []
     for model in reversed(list(after)):
-        commits = delta.history(spark, tables[model], after[model])
+        commits = history.after(tables[model], after[model])
         if any(c.userMetadata == marker for c in commits):
             continue
         if commits:
@@ -203,6 +205,7 @@ def check_rollback(
 
 def rollback(
     spark: SparkSession,
+    history: delta.History,
     restatement_id: str,
     tables: dict[str, str],
     before: dict[str, int],
@@ -218,18 +221,18 @@ def rollback(
     """
     marker = tag(restatement_id, "rollback")
     if pending is None:
-        pending = check_rollback(spark, restatement_id, tables, after, undo="")
+        pending = check_rollback(history, restatement_id, tables, after, undo="")
     versions: dict[str, int] = {}
     for model in reversed(list(after)):
         if model in pending:
             continue
-        commits = delta.history(spark, tables[model], after[model])
-        versions[model] = int([c for c in commits if c.userMetadata == marker][-1].version)
+        commits = history.after(tables[model], after[model])
+        versions[model] = [c for c in commits if c.userMetadata == marker][-1].version
     for model in pending:
         table = tables[model]
         with delta.tagged_commits(spark, marker):
             delta.restore(spark, table, before[model])
-        commits = delta.history(spark, table, after[model])
-        versions[model] = int([c for c in commits if c.userMetadata == marker][-1].version)
+        commits = history.after(table, after[model])
+        versions[model] = [c for c in commits if c.userMetadata == marker][-1].version
         failpoint("rollback", len(versions))
     return versions

@@ -118,25 +118,31 @@ def rows_table(view: str) -> str:
     return f"{view}__rows"
 
 
+def prod_table(snapshot: Snapshot) -> str:
+    """The model's prod (deployable) table, as Spark names it."""
+    return sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
+
+
 def prepare(
     spark: SparkSession,
+    history: delta.History,
     snapshot: Snapshot,
     intervals: list[list[str]],
     restriction: KeyRestriction | None = None,
 ) -> StagedTable:
     """The model's staging over ``intervals``, pinned to its prod table's current version
-    (nothing may be left at its staged names: ``drop_staged`` first).
+    (read from ``history``; nothing may be left at its staged names: ``drop_staged`` first).
 
     A model that reads itself reads, while it is written, its staged name as a view of prod
     at that version (what it reads in prod; ``write`` then overlays its rows)."""
-    prod_table = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
+    prod = prod_table(snapshot)
     view = staged_view(snapshot)
-    version = delta.version(spark, prod_table)
+    version = history.version(prod)
     if snapshot.model.depends_on_self:
-        delta.create_view(spark, view, f"SELECT * FROM {prod_table} VERSION AS OF {version}")
+        delta.create_view(spark, view, f"SELECT * FROM {prod} VERSION AS OF {version}")
     return StagedTable(
         model=snapshot.model.name,
-        prod_table=prod_table,
+        prod_table=prod,
         staged_table=view if restriction is not None else rows_table(view),
         time_column=sqlmesh_api.time_column(snapshot),
         version_before=version,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import typing as t
 
-from tardy.engine import log, trail
+from tardy.engine import delta, log, trail
 from tardy.engine import promote as promotion
 from tardy.engine.detect import WATERMARK_TABLE, advance_watermark
 from tardy.engine.log import Action, LogEntry
@@ -41,9 +41,10 @@ def discard_promoting(context: Context, spark: SparkSession, restatement_id: str
     staged = staged_tables(entry)
     tables = {table.model: table.prod_table for table in staged}
     before = {table.model: table.version_before for table in staged}
-    after = promotion.promoted_versions(spark, restatement_id, staged)
+    history = delta.History.of(spark, tables.values())
+    after = promotion.promoted_versions(history, restatement_id, staged)
     pending = promotion.check_rollback(
-        spark,
+        history,
         restatement_id,
         tables,
         after,
@@ -69,7 +70,7 @@ def discard_promoting(context: Context, spark: SparkSession, restatement_id: str
                 **common,
             ),
         )
-    versions = promotion.rollback(spark, restatement_id, tables, before, after, pending)
+    versions = promotion.rollback(spark, history, restatement_id, tables, before, after, pending)
     trail.record_rollback(spark, restatement_id, "discard of a half-done promotion", log.actor())
     manifest = entry["manifest"]
     if _advanced_by(spark, restatement_id):
@@ -131,8 +132,9 @@ def rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str,
     tables = {table.model: table.prod_table for table in staged_tables(entry)}
     before = promoted[-1]["table_versions_before"]
     after = promoted[-1]["table_versions_after"]
+    history = delta.History.of(spark, tables.values())
     pending = promotion.check_rollback(
-        spark,
+        history,
         restatement_id,
         tables,
         after,
@@ -152,7 +154,7 @@ def rollback(spark: SparkSession, restatement_id: str, reason: str) -> dict[str,
     )
     if status == Action.PROMOTED:
         log.append(spark, LogEntry(action=Action.ROLLING_BACK, **common))
-    versions = promotion.rollback(spark, restatement_id, tables, before, after, pending)
+    versions = promotion.rollback(spark, history, restatement_id, tables, before, after, pending)
     trail.record_rollback(spark, restatement_id, f"rollback: {reason}", log.actor())
     # Prod no longer reflects the restated rows: put the watermark back before them (a named
     # restatement never moved it).
