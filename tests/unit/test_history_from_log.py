@@ -4,6 +4,7 @@ answer for a table whose files are not in the data home."""
 
 from __future__ import annotations
 
+import shutil
 import typing as t
 from pathlib import Path
 
@@ -53,5 +54,14 @@ def test_history_reads_the_log_as_describe_history_does(
         assert history.version(inside) == 3
         assert [c.userMetadata for c in history.after(inside, 1)] == ["tardy:promote:r1", None]
         assert history.after(inside, 3) == []
+
+        # A commit file Delta's log cleanup deleted: the history is the catalog's answer.
+        cleaned = tmp_path / "cleaned" / "_delta_log"
+        shutil.copytree(history.locations[inside], cleaned)
+        (cleaned / f"{1:020d}.json").unlink()
+        partial = delta.History(spark, {inside: cleaned})
+        for after in (0, 1):
+            got = [(c.version, c.operation, c.userMetadata) for c in partial.after(inside, after)]
+            assert got == described(spark, inside, after), after
     finally:
         spark.sql(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")

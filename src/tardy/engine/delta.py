@@ -126,12 +126,15 @@ class History:
         return self.latest(table).version
 
     def after(self, table: str, after_version: int) -> list[Commit]:
-        """The commits of ``table`` after ``after_version``, oldest first."""
+        """The commits of ``table`` after ``after_version``, oldest first (those Delta still
+        keeps: its log cleanup deletes commit files older than its retention, as
+        ``DESCRIBE HISTORY`` no longer shows them)."""
         log = self.locations.get(table)
-        if log is None:
-            return [Commit.of_row(row) for row in history(self.spark, table, after_version)]
-        latest = _latest_version(log)
-        return [_read_commit(log, v) for v in range(after_version + 1, latest + 1)]
+        if log is not None:
+            versions = range(after_version + 1, _latest_version(log) + 1)
+            if all((log / f"{v:020d}.json").is_file() for v in versions):
+                return [_read_commit(log, v) for v in versions]
+        return [Commit.of_row(row) for row in history(self.spark, table, after_version)]
 
 
 def _by_schema(names: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -280,27 +283,37 @@ def _status_store(spark: SparkSession) -> t.Any:
     return jvm_session.sharedState().statusStore()
 
 
+def _retained(store: t.Any) -> tuple[int, int]:
+    """(how many executions the status store retains, the latest one's id; -1: none).
+    Past ``spark.sql.ui.retainedExecutions`` Spark evicts the oldest ones asynchronously, so
+    the count and the list (two calls) can disagree: a list shorter than the count said is
+    read again (a long ``tardy demo`` met it: an empty list at the count's last offset)."""
+    for _ in range(100):
+        retained = int(store.executionsCount())
+        if retained == 0:
+            return 0, -1
+        latest = store.executionsList(retained - 1, 1)
+        if latest.size() > 0:
+            return retained, int(latest.apply(0).executionId())
+    raise RuntimeError("Spark's SQL status store kept changing while it was read")
+
+
 def last_execution(spark: SparkSession) -> int:
     """The id of the latest SQL execution of this JVM (-1: none yet); ids only grow."""
-    store = _status_store(spark)
-    retained = int(store.executionsCount())
-    if retained == 0:
-        return -1
-    return int(store.executionsList(retained - 1, 1).apply(0).executionId())
+    return _retained(_status_store(spark))[1]
 
 
 def executions_since(spark: SparkSession, after: int) -> tuple[int, int]:
     """(statements, executions) run since execution ``after``: a *statement* is a root
     execution (a query, DDL or write issued by tardy or SQLMesh); *executions* adds the
     nested ones Spark and Delta run inside a statement (Delta's file filtering for each table
-    scan, its snapshot jobs)."""
+    scan, its snapshot jobs). Executions evicted from the status store before they are read
+    (more than ``spark.sql.ui.retainedExecutions`` in a step, or an eviction between two
+    reads) are counted, but not among the statements."""
     store = _status_store(spark)
-    retained = int(store.executionsCount())
-    if retained == 0:
-        return 0, 0
-    last = int(store.executionsList(retained - 1, 1).apply(0).executionId())
+    retained, last = _retained(store)
     count = last - after
-    if count <= 0:
+    if retained == 0 or count <= 0:
         return 0, 0
     recent = store.executionsList(max(retained - count, 0), min(count, retained))
     roots = 0
