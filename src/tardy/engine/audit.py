@@ -1,18 +1,20 @@
-"""Audit a staged model: every audit over its restated intervals, in one Spark query.
+"""Audit a restatement's staged models: every audit over its restated intervals, all of
+them in one Spark query.
 
-SQLMesh renders each audit of the model for each interval (``@this_model`` is the staged
-table restricted to the interval, other models resolve to their staged or prod tables). An
-audit whose render depends on the interval only through ``@this_model`` (the built-in
-audits, any audit of the model's own rows) runs once, over the union of the intervals
-(``sqlmesh_api.over_union``); an audit that also reads another table by the interval's
-bounds (a reconciliation) runs once per interval. The queries are combined into one
-``UNION ALL`` of row counts, so a model's audits cost one statement whatever the number of
-intervals, and a model restated on k intervals pays one branch per audit plus k per
-reconciliation, not k per audit. An audit fails when its query returns rows, as in
-SQLMesh. Each audit keeps the ``blocking`` setting the project declares (see
-``sqlmesh_api.declared_blocking``). A model written by key is audited with the same render
-variables as its write: an audit that reads them (``reconciles_with_bronze``) checks the
-recomputed keys' rows, the others see the whole staged intervals.
+SQLMesh renders each audit of a model (``@this_model`` is the staged table restricted to the
+interval, other models resolve to their staged or prod tables). An audit whose render
+depends on the interval only through ``@this_model`` (the built-in audits, any audit of the
+model's own rows), or otherwise only through the project's interval macros (a
+reconciliation written for them), is one query over the union of the intervals
+(``sqlmesh_api.Renderer.audits_over``); any other audit is one query per interval. ``plan``
+renders a model's audits while the restatement stages it (its parents staged, its children
+not yet); ``count`` runs the planned audits of every model as one ``UNION ALL`` of row
+counts, so a restatement's audits cost one statement whatever the number of models and
+intervals. An audit fails when its query returns rows, as in SQLMesh. Each audit keeps the
+``blocking`` setting the project declares (see ``sqlmesh_api.declared_blocking``). A model
+written by key is audited with the same render variables as its write: an audit that reads
+them (``reconciles_with_bronze``) checks the recomputed keys' rows, the others see the whole
+staged intervals.
 """
 
 from __future__ import annotations
@@ -65,6 +67,59 @@ class AuditFailed(RestatementFailed):
         super().__init__(f"blocking audit failed: {names}")
 
 
+@dataclass(frozen=True)
+class PlannedAudit:
+    """One audit query of a staged model, rendered and not yet run."""
+
+    model: str
+    blocking: bool
+    query: sqlmesh_api.AuditQuery
+
+
+def plan(
+    renderer: sqlmesh_api.Renderer,
+    snapshot: Snapshot,
+    intervals: list[list[str]],
+    variables: dict[str, t.Any] | None = None,
+    rows: str | None = None,
+) -> list[PlannedAudit]:
+    """Every audit of the model over ``intervals``, rendered while the renderer stages what
+    the model's restatement stages (its parents read their staged rows); ``variables`` are
+    the render variables of the model's write (``stage.KeyRestriction.variables``);
+    ``rows``: where ``@this_model`` reads the model's rows of the intervals, when not its
+    staged name (``stage.StagedTable.staged_table``)."""
+    blocking = sqlmesh_api.declared_blocking(snapshot)
+    return [
+        PlannedAudit(snapshot.model.name, blocking.get(query.audit, True), query)
+        for query in renderer.audits_over(snapshot, intervals, variables, rows)
+    ]
+
+
+def count(spark: SparkSession, planned: list[PlannedAudit]) -> list[AuditResult]:
+    """Run the planned audits, of any number of models, as one query of row counts."""
+    if not planned:
+        return []
+    branches = [
+        f"SELECT {case} AS _case, COUNT(*) AS _rows FROM "
+        f"({item.query.query.sql(dialect='spark', identify=True)}) AS _audit_{case}"
+        for case, item in enumerate(planned)
+    ]
+    counts = {
+        row._case: int(row._rows) for row in spark.sql(" UNION ALL ".join(branches)).collect()
+    }
+    return [
+        AuditResult(
+            audit=item.query.audit,
+            model=item.model,
+            interval=[min(s[0] for s in item.query.spans), max(s[1] for s in item.query.spans)],
+            rows=counts[case],
+            blocking=item.blocking,
+            spans=item.query.spans,
+        )
+        for case, item in enumerate(planned)
+    ]
+
+
 def run(
     spark: SparkSession,
     renderer: sqlmesh_api.Renderer,
@@ -73,30 +128,5 @@ def run(
     variables: dict[str, t.Any] | None = None,
     rows: str | None = None,
 ) -> list[AuditResult]:
-    """Every audit of the model over ``intervals``, counted in one query; ``variables``
-    are the render variables of the model's write (``stage.KeyRestriction.variables``);
-    ``rows``: where ``@this_model`` reads the model's rows of the intervals, when not its
-    staged name (``stage.StagedTable.staged_table``)."""
-    blocking = sqlmesh_api.declared_blocking(snapshot)
-    queries = renderer.audits_over(snapshot, intervals, variables, rows)
-    if not queries:
-        return []
-    branches = [
-        f"SELECT {case} AS _case, COUNT(*) AS _rows FROM "
-        f"({item.query.sql(dialect='spark', identify=True)}) AS _audit_{case}"
-        for case, item in enumerate(queries)
-    ]
-    counts = {
-        row._case: int(row._rows) for row in spark.sql(" UNION ALL ".join(branches)).collect()
-    }
-    return [
-        AuditResult(
-            audit=item.audit,
-            model=snapshot.model.name,
-            interval=[min(s[0] for s in item.spans), max(s[1] for s in item.spans)],
-            rows=counts[case],
-            blocking=blocking.get(item.audit, True),
-            spans=item.spans,
-        )
-        for case, item in enumerate(queries)
-    ]
+    """Every audit of one model over ``intervals`` (``plan``), counted in one query."""
+    return count(spark, plan(renderer, snapshot, intervals, variables, rows))

@@ -198,11 +198,19 @@ FROM (
 )
 """
 KINDS = ("added", "removed", "changed")
+COUNTS = ", ".join(
+    f"COUNT(CASE WHEN _kind = '{kind}' THEN 1 END) AS {kind}, "
+    f"slice(sort_array(collect_list(CASE WHEN _kind = '{kind}' THEN _key END)), 1, "
+    f"{EXAMPLES}) AS examples_{kind}"
+    for kind in KINDS
+)
 # One query per table for all its intervals: per interval and day, the counts, the sums and
-# the first few keys of each kind (so the diff reads prod and the staged table once).
+# the first few keys of each kind (so the diff reads prod and the staged table once); the
+# tables' queries are one statement (``diff_tables``).
 COUNTS_SQL = """
-SELECT _interval, _time, COUNT(_in_before) AS rows_before, COUNT(_in_after) AS rows_after,
-       {counts}{sums}
+SELECT {table} AS _table, _interval, _time, COUNT(_in_before) AS rows_before,
+       COUNT(_in_after) AS rows_after, {counts}, {sums_before} AS _sums_before,
+       {sums_after} AS _sums_after
 FROM ({diff}) AS _diff
 GROUP BY _interval, _time
 """
@@ -276,22 +284,55 @@ def _named(columns: list[str]) -> str:
 
 def diff_table(spark: SparkSession, staged: StagedTable, grain: list[str]) -> TableDiff:
     """Prod against staged over the evaluated intervals of one table: one read of each."""
-    schema = spark.table(staged.prod_table).schema
-    decimals = [f.name for f in schema.fields if f.dataType.typeName() == "decimal"]
-    diff = compare_sql(spark, staged.prod_table, staged.staged_table, staged, grain)
-    sums = "".join(
-        f", CAST(SUM(`b_{c}`) AS STRING) AS `before_{c}`"
-        f", CAST(SUM(`a_{c}`) AS STRING) AS `after_{c}`"
-        for c in decimals
-    )
-    counts = ", ".join(
-        f"COUNT(CASE WHEN _kind = '{kind}' THEN 1 END) AS {kind}, "
-        f"slice(sort_array(collect_list(CASE WHEN _kind = '{kind}' THEN _key END)), 1, "
-        f"{EXAMPLES}) AS examples_{kind}"
-        for kind in KINDS
-    )
-    query = COUNTS_SQL.format(counts=counts, sums=sums, diff=diff)
-    rows = [r.asDict() for r in spark.sql(query).collect()]
+    return diff_tables(spark, [(staged, grain)])[0]
+
+
+def diff_tables(
+    spark: SparkSession, tables: list[tuple[StagedTable, list[str]]]
+) -> list[TableDiff]:
+    """``diff_table`` of each (staged table, grain), all in one statement (each table's
+    DECIMAL sums as a map: the tables' columns differ)."""
+    if not tables:
+        return []
+    parts = []
+    decimals: list[list[str]] = []
+    for index, (staged, grain) in enumerate(tables):
+        schema = spark.table(staged.prod_table).schema
+        columns = [f.name for f in schema.fields if f.dataType.typeName() == "decimal"]
+        decimals.append(columns)
+        parts.append(
+            COUNTS_SQL.format(
+                table=index,
+                counts=COUNTS,
+                sums_before=_sums_map("b", columns),
+                sums_after=_sums_map("a", columns),
+                diff=compare_sql(spark, staged.prod_table, staged.staged_table, staged, grain),
+            )
+        )
+    rows: list[list[dict[str, t.Any]]] = [[] for _ in tables]
+    for row in spark.sql(" UNION ALL ".join(parts)).collect():
+        rows[row["_table"]].append(row.asDict())
+    return [
+        _table_diff(staged, columns, mine)
+        for (staged, _), columns, mine in zip(tables, decimals, rows, strict=True)
+    ]
+
+
+def _sums_map(side: str, columns: list[str]) -> str:
+    """The sums of ``columns`` on one side of the diff (``b``: before, ``a``: after), as a
+    map of column to decimal text."""
+    entries = ", ".join(f"'{c}', CAST(SUM(`{side}_{c}`) AS STRING)" for c in columns)
+    return f"CAST(map({entries}) AS MAP<STRING, STRING>)"
+
+
+def _table_diff(
+    staged: StagedTable, decimals: list[str], rows: list[dict[str, t.Any]]
+) -> TableDiff:
+    """One table's diff from its rows of the counts query (one per interval and day)."""
+    for row in rows:
+        before, after = row.pop("_sums_before"), row.pop("_sums_after")
+        for c in decimals:
+            row[f"before_{c}"], row[f"after_{c}"] = before.get(c), after.get(c)
     days = [
         DayChange(
             day=row["_time"],

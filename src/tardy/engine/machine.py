@@ -34,7 +34,7 @@ from tardy.engine import audit, delta, environment, log, sqlmesh_api, trail
 from tardy.engine import promote as promotion
 from tardy.engine.closure import days_of, ranges
 from tardy.engine.detect import Manifest, advance_watermark
-from tardy.engine.diff import Breaker, Diff, breaker, diff_table
+from tardy.engine.diff import Breaker, Diff, TableDiff, breaker, diff_table, diff_tables
 from tardy.engine.log import Action, LogEntry
 from tardy.engine.plan import Plan, report_dir, snapshot_versions, watermark_target
 from tardy.engine.stage import (
@@ -165,8 +165,9 @@ def stage_all(
     watch: Breaker,
     keys: dict[str, KeySet] | None = None,
 ) -> Staging:
-    """Stage, audit and diff every model the roots reach, upstream first, cascading only the
-    days whose rows changed. A model with known changed ``keys`` that takes the key
+    """Stage and diff every model the roots reach, upstream first, cascading only the days
+    whose rows changed, then audit them all (each model's audits rendered when it is staged,
+    run together in one statement). A model with known changed ``keys`` that takes the key
     restriction is written by key (``stage.key_restriction``); the others, and its children,
     by interval. Raises ``audit.AuditFailed`` (after staging everything) when a blocking
     audit fails."""
@@ -175,11 +176,16 @@ def stage_all(
     changed: dict[str, set[date]] = {}
     tables: list[StagedTable] = []
     intervals = []
-    results: list[audit.AuditResult] = []
+    planned: list[audit.PlannedAudit] = []
     trips = []
     with meter.step("stage"):  # what a killed restatement or an earlier release left
         drop_staged(context, spark)
         history = delta.History.of(spark, [prod_table(s) for s in plan.models()])
+    # A model no other staged model reads has no days to cascade: its diff waits, and the
+    # diffs of all such models are one statement after the loop.
+    parents = {p for s in plan.models() for p in plan.closure.parents(s.model.name)}
+    diffs: dict[str, TableDiff] = {}
+    leaves: list[tuple[StagedTable, list[str]]] = []
     for snapshot in plan.models():
         name = snapshot.model.name
         days = plan.days(name, changed)
@@ -192,19 +198,28 @@ def stage_all(
             write(spark, renderer, snapshot, table, restriction)
         with meter.step("audit"):
             variables = restriction.variables() if restriction else None
-            results += audit.run(
-                spark, renderer, snapshot, table.intervals, variables, table.staged_table
+            planned += audit.plan(
+                renderer, snapshot, table.intervals, variables, table.staged_table
             )
-        with meter.step("diff"):
-            table_diff = diff_table(spark, table, sqlmesh_api.grain(snapshot))
-        changed[name] = table_diff.changed_days
-        table.changed = ranges(changed[name])
         tables.append(table)
-        intervals += table_diff.intervals
-        if name == watch.model:
-            trips = breaker(table_diff, watch)
+        if name in parents:
+            with meter.step("diff"):
+                diffs[name] = diff_table(spark, table, sqlmesh_api.grain(snapshot))
+            changed[name] = diffs[name].changed_days
+        else:
+            leaves.append((table, sqlmesh_api.grain(snapshot)))
         promotion.failpoint("stage", len(tables))
+    with meter.step("diff"):
+        for (table, _), table_diff in zip(leaves, diff_tables(spark, leaves), strict=True):
+            diffs[table.model] = table_diff
+    for table in tables:
+        table.changed = ranges(diffs[table.model].changed_days)
+        intervals += diffs[table.model].intervals
+        if table.model == watch.model:
+            trips = breaker(diffs[table.model], watch)
     review = Diff(restatement_id, intervals, watch.threshold, trips, watch.model)
+    with meter.step("audit"):  # every model's audits, in one statement
+        results = audit.count(spark, planned)
     if any(r.failed and r.blocking for r in results):
         raise audit.AuditFailed(results)
     return Staging(tables, review, results)

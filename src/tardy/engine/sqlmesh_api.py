@@ -250,23 +250,26 @@ class Renderer:
                 for render in renders
             ]
 
-        renders = render(None)
+        # Over several intervals the renders set ``tardy_intervals`` (the interval macros
+        # select all of them; an audit that does not call them renders as without it). An
+        # audit they do not merge runs per interval, from renders without it (``plain``).
+        several = len(intervals) > 1
+        renders = render({INTERVALS_VARIABLE: intervals} if several else None)
         if not renders:
             return []
-        spanned: list[list[tuple[str, exp.Query]]] | None = None  # with ``tardy_intervals``
+        plain = None if several else renders
         out = []
         for position, (name, _) in enumerate(renders[0]):
             queries = [render[position][1] for render in renders]
-            union = over_union(queries, intervals, reads, column) if len(intervals) > 1 else None
-            if union is None and len(intervals) > 1:
-                spanned = spanned or render({INTERVALS_VARIABLE: intervals})
-                union = over_union([r[position][1] for r in spanned], intervals, reads, column)
+            union = over_union(queries, intervals, reads, column) if several else None
             if union is not None:
                 out.append(AuditQuery(name, union, [list(i) for i in intervals]))
-            else:
-                out += [
-                    AuditQuery(name, q, [list(i)]) for q, i in zip(queries, intervals, strict=True)
-                ]
+                continue
+            plain = plain or render(None)
+            out += [
+                AuditQuery(name, one[position][1], [list(interval)])
+                for one, interval in zip(plain, intervals, strict=True)
+            ]
         return out
 
 
