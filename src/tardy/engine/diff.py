@@ -7,7 +7,9 @@ body) and as JSON.
 
 One read of each table: a single query returns, per interval and day, the counts and sums
 before and after; the days with any added, removed or changed key are the model's *changed
-days*, the only ones staging cascades to its children and promotion commits.
+days*, the only ones staging cascades to its children and promotion commits. The queries of
+several tables can run as one statement (``diff_tables``: the models no other staged model
+reads, diffed together after the last write).
 
 The circuit breaker reads the same per-day numbers for the model and measure named by the
 config variables ``restatement_breaker_model`` / ``restatement_breaker_measure``: a closed
