@@ -129,8 +129,11 @@ class Published:
 
 
 def ensure_table(spark: SparkSession) -> None:
-    spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
-    spark.sql(DDL)
+    """Create the publications table when it is missing (a catalog lookup when it exists:
+    no statement)."""
+    if not spark.catalog.tableExists(TABLE):
+        spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
+        spark.sql(DDL)
 
 
 def published_snapshots(context: Context) -> dict[str, Snapshot]:
