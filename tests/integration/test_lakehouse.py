@@ -816,12 +816,16 @@ def physical_hashes(context, spark) -> dict[str, int]:
 
 
 def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
-    timeline: Timeline, context, spark, data_home
+    restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
     from tardy.engine import log as restatement_log
     from tardy.engine.machine import BreakerTripped, RestatementError
     from tardy.engine.restate import restate, rollback
 
+    # Prod reflects bronze (``restated``) and the arrival watermark is set: only the rows
+    # landed below are new. Without a watermark every record would count as new, and the
+    # quarantine damaged below would be restated, repaired, with them.
+    assert restate(context, spark, "baseline").status in ("nothing_to_do", "promoted")
     clock = timeline.builds[-1].clock + timedelta(days=1)
     day = CONFIG.start + timedelta(days=3)
     late = [
