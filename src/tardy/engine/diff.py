@@ -331,17 +331,13 @@ def _table_diff(
     staged: StagedTable, decimals: list[str], rows: list[dict[str, t.Any]]
 ) -> TableDiff:
     """One table's diff from its rows of the counts query (one per interval and day)."""
-    for row in rows:
-        before, after = row.pop("_sums_before"), row.pop("_sums_after")
-        for c in decimals:
-            row[f"before_{c}"], row[f"after_{c}"] = before.get(c), after.get(c)
     days = [
         DayChange(
             day=row["_time"],
             rows_before=int(row["rows_before"]),
             rows_after=int(row["rows_after"]),
-            sums_before={c: row[f"before_{c}"] or "0" for c in decimals},
-            sums_after={c: row[f"after_{c}"] or "0" for c in decimals},
+            sums_before={c: row["_sums_before"].get(c) or "0" for c in decimals},
+            sums_after={c: row["_sums_after"].get(c) or "0" for c in decimals},
             changed_keys=int(row["added"] + row["removed"] + row["changed"]),
         )
         for row in rows
@@ -359,8 +355,8 @@ def _table_diff(
                 interval=[first, last],
                 rows_before=sum(int(row["rows_before"]) for row in mine),
                 rows_after=sum(int(row["rows_after"]) for row in mine),
-                sums_before={c: _total(mine, f"before_{c}") for c in decimals},
-                sums_after={c: _total(mine, f"after_{c}") for c in decimals},
+                sums_before={c: _total(mine, "_sums_before", c) for c in decimals},
+                sums_after={c: _total(mine, "_sums_after", c) for c in decimals},
                 keys_added=sum(int(row["added"]) for row in mine),
                 keys_removed=sum(int(row["removed"]) for row in mine),
                 keys_changed=sum(int(row["changed"]) for row in mine),
@@ -370,8 +366,9 @@ def _table_diff(
     return TableDiff(out, days)
 
 
-def _total(rows: list[dict[str, t.Any]], column: str) -> str:
-    return str(sum((Decimal(row[column] or "0") for row in rows), Decimal(0)))
+def _total(rows: list[dict[str, t.Any]], side: str, column: str) -> str:
+    """The sum of ``column`` over ``rows``, from each row's map of sums (``side``)."""
+    return str(sum((Decimal(row[side].get(column) or "0") for row in rows), Decimal(0)))
 
 
 def breaker(table: TableDiff, watch: Breaker) -> list[BreakerTrip]:
