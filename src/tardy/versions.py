@@ -38,6 +38,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from tardy.engine import delta, sqlmesh_api
+from tardy.engine.meter import Meter
 from tardy.engine.promote import tag as commit_tag
 from tardy.errors import InputError, TardyError
 from tardy.sql import literal
@@ -285,7 +286,7 @@ def publish(
     publication's, so a run between two publications is counted, or from the promotion's
     commit when it was made right on the previously published version (``_changed_days``).
     """
-    meter = delta.Meter(spark)
+    meter = Meter(spark)
     rows: list[Publication] = []
     now = datetime.now(UTC).replace(microsecond=0)
     with meter.step("publish"):

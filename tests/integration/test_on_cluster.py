@@ -219,6 +219,7 @@ CHECKPOINTS = ("planned", "rows", "run", "detect", "promoted", "rolled_back", "s
 CLUSTER_CHECKPOINTS = CHECKPOINTS[:5]
 FULL_STORY = os.environ.get("TARDY_CLUSTER_STORY") == "full"
 DETECTED = ("arrival_watermark", "late_rows", "impacted", "absorbed_by_next_run")
+SQL_VERBS = {"CREATE", "INSERT", "SELECT", "WITH", "MERGE", "DELETE", "DROP", "DESCRIBE"}
 STATUS = ("data_watermark", "last_final_day", "pending_final", "sources", "revisions")
 
 
@@ -360,6 +361,25 @@ def test_connect_gateway_matches_local_and_serialises_two_clients(
     assert [code for code, _, _ in refused] == [3], seen["restates"]
     assert seen["restatement"]["restatement_id"] in refused[0][2], refused[0][2]
 
+    # The meter over Connect: the client timed each plan it had executed, labelled by its SQL.
+    labels = assert_metered(seen["restatement"])
+    assert any(label.split()[0] in SQL_VERBS for label in labels), labels
+
+
+def assert_metered(restatement: dict[str, t.Any]) -> list[str]:
+    """The restatement's slowest statements, slowest first, each within its step's seconds
+    (the meter's clock around the step), and every step's statements within the step;
+    returns their labels."""
+    slowest, seconds = restatement["slowest"], restatement["seconds"]
+    assert 0 < len(slowest) <= 5, restatement
+    assert [s["seconds"] for s in slowest] == sorted((s["seconds"] for s in slowest), reverse=True)
+    for statement in slowest:
+        assert 0 < statement["seconds"] <= seconds[statement["step"]] + 0.01, statement
+        assert statement["statement"], statement
+    for step, own in restatement["statement_seconds"].items():
+        assert 0 <= own <= seconds[step] + 0.01, (step, own, seconds)
+    return [s["statement"] for s in slowest]
+
 
 @pytest.mark.parametrize("gateway", ["local", "connect"])
 def test_stock_commands_write_exact_intervals(
@@ -434,6 +454,7 @@ def test_the_local_reference_restates_and_rolls_back(local: dict[str, t.Any]) ->
     assert local["rolled_back"] == local["run"]
     assert local["detect"]["late_rows"] > 0 and local["detect"]["impacted"]
     assert local["status"]["pending_final"], "the rolled-back late data waits again"
+    assert_metered(local["restatement"])  # in-process: timed from Spark's status store
 
 
 if __name__ == "__main__":

@@ -213,7 +213,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from tardy.engine.delta import Meter
+    from tardy.engine.meter import Meter
     from tardy.history import history
     from tardy.project import open_context, spark_of
     from tardy.render import render_history
@@ -230,7 +230,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from tardy.engine.delta import Meter
+    from tardy.engine.meter import Meter
     from tardy.project import open_context, spark_of
     from tardy.reporting import write_report, write_restatement_report
 

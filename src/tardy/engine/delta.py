@@ -1,21 +1,14 @@
-"""Everything the engine asks Delta Lake: versions, history, exact writes, restores.
-
-Also the engine's cost meter: seconds, Spark statements and executions per step, read from
-Spark's own status store (``SQLAppStatusStore``). A *statement* is a root SQL execution:
-every query, DDL and write that tardy or SQLMesh issues, each paying Spark's fixed
-per-statement cost. *Executions* adds the nested ones Spark and Delta run inside a statement
-(Delta's file filtering of each table scan, its snapshot jobs).
-"""
+"""Everything the engine asks Delta Lake: versions, history, exact writes, restores. The
+cost meter is ``tardy.engine.meter``."""
 
 from __future__ import annotations
 
 import json
 import os
-import time
 import typing as t
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -245,126 +238,3 @@ def replace_where(spark: SparkSession, target: str, predicate: str, select: str)
 
 def restore(spark: SparkSession, table: str, to_version: int) -> None:
     spark.sql(f"RESTORE TABLE {table} TO VERSION AS OF {to_version}")
-
-
-def is_connect(spark: SparkSession) -> bool:
-    """A Spark Connect client (the warm engine, the ``connect`` gateway): its driver is the
-    server's, another process."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
-def _connect_counts(spark: SparkSession) -> list[int]:
-    """[plans executed, plans analysed] by this Connect client since it was first metered:
-    the client's own calls, counted as it makes them (the server's status store is out of
-    reach). An analysis (``df.schema``, ``df.columns``) is a round trip too (NOTES 20)."""
-    # The client's private calls are wrapped (and a counter attached): untyped on purpose.
-    client: t.Any = spark.client
-    counts: list[int] | None = getattr(client, "_tardy_counts", None)
-    if counts is None:
-        counts = [0, 0]
-        execute, analyze = client._execute_and_fetch_as_iterator, client._analyze
-
-        def executed(*args: t.Any, **kwargs: t.Any) -> t.Any:
-            counts[0] += 1
-            return execute(*args, **kwargs)
-
-        def analysed(*args: t.Any, **kwargs: t.Any) -> t.Any:
-            counts[1] += 1
-            return analyze(*args, **kwargs)
-
-        client._execute_and_fetch_as_iterator, client._analyze = executed, analysed
-        client._tardy_counts = counts
-    return counts
-
-
-def _status_store(spark: SparkSession) -> t.Any:
-    jvm_session = spark._jsparkSession
-    jvm_session.sparkContext().listenerBus().waitUntilEmpty()  # the store is fed async
-    return jvm_session.sharedState().statusStore()
-
-
-def _retained(store: t.Any) -> tuple[int, int]:
-    """(how many executions the status store retains, the latest one's id; -1: none).
-    Past ``spark.sql.ui.retainedExecutions`` Spark evicts the oldest ones asynchronously, so
-    the count and the list (two calls) can disagree: a list shorter than the count said is
-    read again (a long ``tardy demo`` met it: an empty list at the count's last offset)."""
-    for _ in range(100):
-        retained = int(store.executionsCount())
-        if retained == 0:
-            return 0, -1
-        latest = store.executionsList(retained - 1, 1)
-        if latest.size() > 0:
-            return retained, int(latest.apply(0).executionId())
-    raise RuntimeError("Spark's SQL status store kept changing while it was read")
-
-
-def last_execution(spark: SparkSession) -> int:
-    """The id of the latest SQL execution of this JVM (-1: none yet); ids only grow."""
-    return _retained(_status_store(spark))[1]
-
-
-def executions_since(spark: SparkSession, after: int) -> tuple[int, int]:
-    """(statements, executions) run since execution ``after``: a *statement* is a root
-    execution (a query, DDL or write issued by tardy or SQLMesh); *executions* adds the
-    nested ones Spark and Delta run inside a statement (Delta's file filtering for each table
-    scan, its snapshot jobs). Executions evicted from the status store before they are read
-    (more than ``spark.sql.ui.retainedExecutions`` in a step, or an eviction between two
-    reads) are counted, but not among the statements."""
-    store = _status_store(spark)
-    retained, last = _retained(store)
-    count = last - after
-    if retained == 0 or count <= 0:
-        return 0, 0
-    recent = store.executionsList(max(retained - count, 0), min(count, retained))
-    roots = 0
-    for i in range(recent.size()):
-        execution = recent.apply(i)
-        roots += int(execution.rootExecutionId() == execution.executionId())
-    return roots, count
-
-
-class Measured(t.TypedDict):
-    """A meter's measures per step (``Meter.as_dict``)."""
-
-    seconds: dict[str, float]
-    statements: dict[str, int]
-    executions: dict[str, int]
-
-
-@dataclass
-class Meter:
-    """Seconds, Spark statements and executions per step; a step may be entered many times."""
-
-    spark: SparkSession
-    seconds: dict[str, float] = field(default_factory=dict)
-    statements: dict[str, int] = field(default_factory=dict)
-    executions: dict[str, int] = field(default_factory=dict)
-
-    @contextmanager
-    def step(self, name: str) -> Iterator[None]:
-        """On a classic session, *statements* are root SQL executions and *executions* add
-        the nested ones (``executions_since``); over Spark Connect, statements are the plans
-        the client had executed and executions add its analysis round trips."""
-        connect = is_connect(self.spark)
-        started = time.perf_counter()
-        counted = list(_connect_counts(self.spark)) if connect else [0, 0]
-        last = -1 if connect else last_execution(self.spark)
-        try:
-            yield
-        finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
-            if connect:
-                executed, analysed = _connect_counts(self.spark)
-                roots = executed - counted[0]
-                count = roots + analysed - counted[1]
-            else:
-                roots, count = executions_since(self.spark, last)
-            self.statements[name] = self.statements.get(name, 0) + roots
-            self.executions[name] = self.executions.get(name, 0) + count
-
-    def as_dict(self) -> Measured:
-        return {
-            "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
-            "statements": dict(self.statements),
-            "executions": dict(self.executions),
-        }

@@ -18,7 +18,7 @@ A restatement moves through the restatement log's actions (``tardy.engine.log``)
 
 The reverse transitions (rollback, a half-done promotion discarded) are in
 ``tardy.engine.undo``. Every step reads back what the log recorded, so each works from a new
-process. Each step's seconds and Spark statements are measured (``delta.Meter``).
+process. Each step's seconds and Spark statements are measured (``meter.Meter``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from tardy.engine.closure import days_of, ranges
 from tardy.engine.detect import Manifest, advance_watermark
 from tardy.engine.diff import Breaker, Diff, TableDiff, breaker, diff_table, diff_tables
 from tardy.engine.log import Action, LogEntry
+from tardy.engine.meter import Meter
 from tardy.engine.plan import Plan, report_dir, snapshot_versions, watermark_target
 from tardy.engine.stage import (
     StagedTable,
@@ -92,6 +93,8 @@ class Outcome:
     seconds: dict[str, float] = field(default_factory=dict)  # per step: detect, stage, ...
     statements: dict[str, int] = field(default_factory=dict)  # Spark statements per step
     executions: dict[str, int] = field(default_factory=dict)  # and with nested executions
+    statement_seconds: dict[str, float] = field(default_factory=dict)  # statements' own share
+    slowest: list[dict[str, object]] = field(default_factory=list)  # (``meter.Meter``)
     # Promoted: the Delta version committed per model, and what that published
     # (``tardy.versions``: the published models' new versions).
     table_versions: dict[str, int] = field(default_factory=dict)
@@ -115,6 +118,8 @@ class Outcome:
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "statements": self.statements,
             "executions": self.executions,
+            "statement_seconds": {k: round(v, 3) for k, v in self.statement_seconds.items()},
+            "slowest": self.slowest,
             "published": self.published,
         }
 
@@ -161,7 +166,7 @@ def stage_all(
     spark: SparkSession,
     restatement_id: str,
     roots: dict[str, set[date]],
-    meter: delta.Meter,
+    meter: Meter,
     watch: Breaker,
     keys: dict[str, KeySet] | None = None,
 ) -> Staging:
@@ -231,7 +236,7 @@ def stage_and_promote(
     restatement_id: str,
     reason: str,
     manifest: Manifest,
-    meter: delta.Meter,
+    meter: Meter,
     *,
     promote: bool,
     accept_large_change: bool,
@@ -333,8 +338,10 @@ def stage_and_promote(
         outcome.advanced_watermark = promoted.advanced_watermark
         with meter.step("publish"):
             outcome.published = publish_versions(context, spark, restatement_id, promoted)
-    outcome.seconds, outcome.statements = dict(meter.seconds), dict(meter.statements)
-    outcome.executions = dict(meter.executions)
+    measured = meter.as_dict()
+    outcome.seconds, outcome.statements = measured["seconds"], measured["statements"]
+    outcome.executions, outcome.slowest = measured["executions"], measured["slowest"]
+    outcome.statement_seconds = measured["statement_seconds"]
     return outcome
 
 

@@ -28,10 +28,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
 from tardy import lock
-from tardy.engine import delta, environment, log, machine, undo
+from tardy.engine import environment, log, machine, undo
 from tardy.engine.detect import Manifest, detect
 from tardy.engine.log import Action
 from tardy.engine.machine import Outcome, PendingRestatement, RestatementError, Status
+from tardy.engine.meter import Meter
 from tardy.engine.named import Selection
 from tardy.engine.named import manifest as named_manifest
 from tardy.engine.plan import new_id, watched
@@ -69,7 +70,7 @@ def restate(
             return detect(context, spark)
         return named_manifest(context, spark, selection)
 
-    meter = delta.Meter(spark)
+    meter = Meter(spark)
     if dry_run:  # print only: no lock, no recovery, no write
         with meter.step("detect"):
             manifest = find()

@@ -15,8 +15,8 @@ import typing as t
 from dataclasses import dataclass
 from pathlib import Path
 
-from tardy.engine.delta import Meter
 from tardy.engine.log import code_version
+from tardy.engine.meter import Meter
 from tardy.errors import InputError
 from tardy.training import lineage, model, snapshot
 from tardy.training.registry import ALIAS, MODEL_NAME, Lineage, Registered, Registry
