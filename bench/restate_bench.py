@@ -101,14 +101,14 @@ class Home:
     def __init__(self, scale: Scale, days: int) -> None:
         started = time.perf_counter()
         self.start = date.fromisoformat(os.environ.setdefault("TARDY_START", BENCH_START))
-        from tardy.engine import delta
+        from tardy.engine import meter
         from tardy.engine.restate import restate
         from tardy.ingest import ingest
         from tardy.landing import arrival_dir_name
         from tardy.project import open_context, spark_of
         from tardy.simulate import SimulationConfig, simulate
 
-        self._delta, self._restate, self._ingest = delta, restate, ingest
+        self._meter, self._restate, self._ingest = meter, restate, ingest
         self._simulate, self._arrival_dir_name = simulate, arrival_dir_name
         self.context = open_context()
         self.spark = spark_of(self.context)
@@ -150,9 +150,9 @@ class Home:
         )
 
     def measure(self, action: t.Callable[[], t.Any]) -> dict[str, t.Any]:
-        """Seconds, statements and executions of ``action`` (``tardy.engine.delta.Meter``:
+        """Seconds, statements and executions of ``action`` (``tardy.engine.meter.Meter``:
         in-process and on the warm engine alike)."""
-        meter = self._delta.Meter(self.spark)
+        meter = self._meter.Meter(self.spark)
         with meter.step("action"):
             result = action()
         return {
