@@ -75,7 +75,7 @@ def execution_label(physical_plan: str) -> str:
     wrappers) and the catalog tables it reads or writes."""
     operator = ""
     for line in physical_plan.splitlines()[1:]:
-        name = line.strip(" +-:").split(" (")[0]
+        name = line.strip(" +-:*").split(" (")[0]  # "* HashAggregate (5)": whole-stage codegen
         if name and not name.startswith(_WRAPPERS):
             operator = name
             break
@@ -150,12 +150,17 @@ class Since:
     slowest: list[Timed]
 
 
-def executions_since(spark: SparkSession, after: int) -> Since:
+def executions_since(spark: SparkSession, after: int, ended: float | None = None) -> Since:
     """Statements and executions run since execution ``after``: a *statement* is a root
     execution (a query, DDL or write issued by tardy or SQLMesh); *executions* adds the
     nested ones Spark and Delta run inside a statement. Executions evicted from the status
     store before they are read (more than ``spark.sql.ui.retainedExecutions`` in a step, or
-    an eviction between two reads) are counted, but not among the statements."""
+    an eviction between two reads) are counted, but not among the statements.
+
+    A statement's seconds run from its submission to its completion. Spark records the
+    completion asynchronously, after the statement has returned (its metrics are aggregated
+    first), so the last statements may not have one yet: they are taken to have ended at
+    ``ended`` (epoch seconds; default now), when the caller knows they had."""
     store = _status_store(spark)
     retained, last = _retained(store)
     count = last - after
@@ -168,9 +173,10 @@ def executions_since(spark: SparkSession, after: int) -> Since:
         if execution.rootExecutionId() != execution.executionId():
             continue
         completed = execution.completionTime()
-        ended = completed.get().getTime() if completed.isDefined() else None
-        seconds = 0.0 if ended is None else (ended - execution.submissionTime()) / 1000
-        roots.append((seconds, execution))
+        end = completed.get().getTime() / 1000 if completed.isDefined() else None
+        if end is None:
+            end = time.time() if ended is None else ended
+        roots.append((max(end - execution.submissionTime() / 1000, 0.0), execution))
     slowest = [
         Timed(seconds, execution_label(str(execution.physicalPlanDescription())))
         for seconds, execution in heapq.nlargest(SLOWEST, roots, key=lambda r: r[0])
@@ -217,6 +223,7 @@ class Meter:
         try:
             yield
         finally:
+            ended = time.time()  # every statement of the step has returned by now
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
             if client is not None:
                 client._tardy_sinks.remove(timed)
@@ -231,7 +238,7 @@ class Meter:
                     ],
                 )
             else:
-                since = executions_since(self.spark, last)
+                since = executions_since(self.spark, last, ended)
             self.statements[name] = self.statements.get(name, 0) + since.statements
             self.executions[name] = self.executions.get(name, 0) + since.executions
             own = self.statement_seconds.get(name, 0.0)

@@ -61,7 +61,11 @@ from tardy.ingest.tables import bronze_tables, ensure_tables, table_of, undeclar
 
 __all__ = ["ingest"]
 
-ROWS_PER_COMMIT = 1_000_000
+# A commit's rows travel as one local relation, held whole by the driver while it is indexed
+# and merged: over Spark Connect (the warm engine, 4 GiB) a year's backlog committed ~850,000
+# rows at a time ran its server out of heap (docs/concurrency.md); 200,000 stays well inside.
+ROWS_PER_COMMIT = 200_000
+BYTES_PER_ROW = 150  # a landing line's size, at least (a sale ~175 bytes): rows estimated
 
 
 def ingest(
@@ -117,7 +121,7 @@ def ingest(
         mine = [f for f in todo if getattr(table_of(f.source_system), "name", None) == table.name]
         for landing_file in mine:
             batch.append(landing_file)
-            batch_rows += landing_file.path.stat().st_size // 150  # rough line estimate
+            batch_rows += landing_file.path.stat().st_size // BYTES_PER_ROW
             if batch_rows >= ROWS_PER_COMMIT:
                 append_batch(spark, table, batch, result, ingested_at)
                 batch, batch_rows = [], 0
