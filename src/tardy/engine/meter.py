@@ -226,7 +226,8 @@ class Meter:
             ended = time.time()  # every statement of the step has returned by now
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
             if client is not None:
-                client._tardy_sinks.remove(timed)
+                # By identity: two steps' lists of the same plans are equal (nested meters).
+                client._tardy_sinks[:] = [s for s in client._tardy_sinks if s is not timed]
                 executed, analysed = client._tardy_counts
                 since = Since(
                     executed - counted[0],
