@@ -461,6 +461,17 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     with monkeypatch.context() as patched:
         patched.setattr(facts, "MAX_INLINED_ROWS", 0)
         assert detect(context, spark).as_dict() == manifest.as_dict()
+    # Without a watermark every record is new: the readers compared whole with prod (no key
+    # restriction, aggregates only) find the same changes, prod reflecting the rest.
+    with monkeypatch.context() as patched:
+        patched.setattr("tardy.engine.detect.watermark", lambda spark: (None, None))
+        whole = detect(context, spark)
+    assert whole.since_bronze_version is None
+    assert (whole.roots, whole.impacted, whole.late_rows) == (
+        manifest.roots,
+        manifest.impacted,
+        manifest.late_rows,
+    )
 
     # Stage only: every prod view and physical table returns what it returned before.
     before = content_hashes(context, spark)

@@ -21,6 +21,9 @@ that key, which is what its grain says (docs/adding-a-source.md).
 
 Cost: one statement for the new records (materialised), one for their keys, one key index
 lookup when the source has the index, and one comparison for all readers of the source.
+Without a watermark (every record is new: a home whose prod was built but never restated)
+the readers' queries run unrestricted and the comparison returns aggregates only: per
+reader its days and its number of differing keys.
 """
 
 from __future__ import annotations
@@ -180,9 +183,8 @@ def changes(
 
     table = source.table
     try:
-        if since is None:
-            new = table
-        else:
+        new: str | None = None  # every record
+        if since is not None:
             try:
                 frame = spark.sql(f"SELECT * FROM table_changes('{table}', {since + 1}, {until})")
                 frame = frame.drop("_change_type", "_commit_version", "_commit_timestamp")
@@ -208,8 +210,10 @@ class _Restriction:
     """How the readers are restricted to the touched keys: the bronze rows each reads, the
     filter on its prod rows, and the render variables."""
 
-    records: str  # a query of the natural keys' records
-    new: str  # a query of the new records (the by-record readers' records)
+    # A query of the natural keys' records, and one of the new records (the by-record
+    # readers' records); None: every record of the source, the readers' queries unchanged.
+    records: str | None
+    new: str | None
     keyed_filter: str  # on a natural-key reader's grain column, ``{grain}`` to fill
     record_filter: str
     variables: dict[str, t.Any] | None
@@ -228,7 +232,7 @@ def _compare(
     context: Context,
     spark: SparkSession,
     source: FactSource,
-    new: str,
+    new: str | None,
     view: t.Callable[[str, str], str],
 ) -> Changes:
     restriction = _restriction(spark, source, new, view)
@@ -243,7 +247,8 @@ def _compare(
         (query,) = renderer.rows(reader.snapshot, first.isoformat(), LAST_DAY, variables)
         if not isinstance(query, exp.Query):
             raise FactSourceError(f"{reader.name}: a fact source's reader must be a SQL model")
-        query = _reading(query, source.table, records)
+        if records is not None:
+            query = _reading(query, source.table, records)
         columns = ", ".join(f"`{c}`" for c in reader.snapshot.model.columns_to_types or {})
         where = (
             restriction.record_filter
@@ -266,14 +271,29 @@ def _compare(
     out = Changes()
     if not parts:
         return out
-    sql = "WITH " + ",\n".join(ctes) + "\n" + "\nUNION ALL\n".join(parts)
-    rows = spark.sql(sql).collect()
+    differing = "WITH " + ",\n".join(ctes) + ",\ndiffering AS (" + "\nUNION ALL\n".join(parts)
+    if restriction.located is None:
+        # The keys are not wanted (too many to list): per reader, its days and the number of
+        # its differing keys, aggregated where the rows are. Without a watermark every row
+        # of every reader is compared, and the differing rows are not bounded.
+        sql = (
+            f"{differing})\nSELECT reader, day, COUNT(DISTINCT k) AS n, GROUPING(day) AS every "
+            "FROM differing GROUP BY GROUPING SETS ((reader, day), (reader))"
+        )
+        rows = spark.sql(sql).collect()
+        for i, reader in enumerate(source.readers):
+            if reader in readers:
+                mine = [r for r in rows if r.reader == i]
+                out.days[reader.name] = {r.day for r in mine if not r.every and r.day is not None}
+                out.counts[reader.name] = sum(r.n for r in mine if r.every)
+        return out
+    rows = spark.sql(f"{differing})\nSELECT * FROM differing").collect()
     for i, reader in enumerate(source.readers):
         if reader not in readers:
             continue
         mine = [r for r in rows if r.reader == i]
         out.days[reader.name] = {r.day for r in mine if r.day is not None}
-        out.counts[reader.name] = len({r.k for r in mine})
+        out.counts[reader.name] = len({r.k for r in mine if r.k is not None})
         key_set = restriction.key_set(r.k for r in mine)
         if not reader.by_record and key_set is not None and source.key_index:
             out.keys[reader.name] = key_set
@@ -281,10 +301,12 @@ def _compare(
 
 
 def _restriction(
-    spark: SparkSession, source: FactSource, new: str, view: t.Callable[[str, str], str]
+    spark: SparkSession, source: FactSource, new: str | None, view: t.Callable[[str, str], str]
 ) -> _Restriction:
     """The restriction to the keys the new records touch: literal lists when the new records
-    are at most MAX_INLINED_ROWS, else semi-joins on them."""
+    are at most MAX_INLINED_ROWS, else semi-joins on them; none when every record is new."""
+    if new is None:
+        return _Restriction(None, None, "TRUE", "TRUE", variables=None, located=None)
     key = source.natural_key
     rows = spark.sql(
         f"SELECT {RECORD_ID}, k, {key_date_expression(exp.column('k')).sql('spark')} AS key_date "
