@@ -18,7 +18,9 @@ the raw numbers, to $TARDY_HOME/bench.json:
    (best of 3). The parent compares long/short.
 3. ``demo`` (data home ``demo``, built by ``tardy demo``; 5 stores, 28 days): 3 late sales for
    one closed day, then, as CLI processes timed by wall clock, ``tardy restate --json``
-   against a stock ``sqlmesh plan --restate-model bronze.pos_events`` over every day.
+   against a stock ``sqlmesh plan --restate-model bronze.pos_events`` over every day; then a
+   second ``tardy restate`` on 3 more late sales, its ratio to the same stock restatement
+   held to issue 29's "both warm" target (0.7) where the first keeps the earlier one (1).
 
 ``--scale small`` (or TARDY_BENCH_SCALE=small) runs the same flow at a tiny size (3 stores,
 40 and 8 days, 50 sales a store-day) in a few minutes; the default is ``full``. No timing is
@@ -413,6 +415,9 @@ def part_demo(root: Path) -> dict[str, t.Any]:
     seconds, out = cli([tardy, "restate", "--reason", "bench", "--json"], env, log)
     restated = cli_outcome(seconds, out)
     land(2)
+    seconds, out = cli([tardy, "restate", "--reason", "bench, again", "--json"], env, log)
+    again = cli_outcome(seconds, out)
+    land(3)
     stock_args = [
         sqlmesh,
         "plan",
@@ -433,6 +438,7 @@ def part_demo(root: Path) -> dict[str, t.Any]:
         "baseline": baseline,
         "restated_day": day.isoformat(),
         "tardy_restate": restated,
+        "tardy_restate_again": again,
         "stock_full": stock,
         "stock_command": " ".join(["sqlmesh", *stock_args[1:]]),
     }
@@ -634,6 +640,21 @@ def report(scale_name: str, scale: Scale, parts: dict[str, t.Any]) -> dict[str, 
             restated,
         )
         where["demo, 3 late sales (CLI)"] = restated
+        again = demo.get("tardy_restate_again")
+        if again is not None:  # runs before 2026-11-27 timed one restatement
+            info(
+                "the same, a second `tardy restate --json` on 3 more late sales (CLI)",
+                f"{fmt_s(again['seconds'])} ({again['statements']} statements)",
+            )
+            ratio(
+                "demo, both warm: second tardy restate / stock full restatement (CLI)",
+                "demo_warm",
+                again["seconds"],
+                demo["stock_full"],
+                0.7,
+                again,
+            )
+            where["demo, again (CLI)"] = again
     table = ["| measurement | value | target | met? |", "|---|---:|---|---|"]
     table += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     names = list(where)
@@ -683,10 +704,11 @@ def main() -> int:
     )
     parser.add_argument(
         "--part",
-        choices=["all", "year", "history", "report"],
+        choices=["all", "year", "history", "demo", "report"],
         default="all",
-        help="internal: one data home in its own process; report: reprint the tables "
-        "of $TARDY_HOME/bench.json (or parts.json)",
+        help="year, history: internal, one data home in its own process; demo: the demo "
+        "part alone (its own bench home); report: reprint the tables of $TARDY_HOME/bench.json "
+        "(or parts.json)",
     )
     parser.add_argument("--out", type=Path, help="internal: where a part writes its JSON")
     args = parser.parse_args()
@@ -696,6 +718,10 @@ def main() -> int:
         found = root / "bench.json" if (root / "bench.json").exists() else root / "parts.json"
         saved = json.loads(found.read_text())
         report(saved["scale"], SCALES[saved["scale"]], saved["parts"])
+        return 0
+    if args.part == "demo":
+        demo = part_demo(fresh_home())
+        report(args.scale, scale, {"demo": demo})
         return 0
     if args.part != "all":
         result = (part_year if args.part == "year" else part_history)(scale)
