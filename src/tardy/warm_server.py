@@ -1,9 +1,10 @@
 """The warm engine's supervisor: ``python -m tardy.warm_server serve HOME DIGEST``.
 
 A client (``tardy.warm.start``) starts it in a new session; it starts the data home's Spark
-Connect server with the home's settings and a properties file only its owner reads, records
-the engine when the port answers, interrupts the sessions of clients that died, and stops
-the server after ``TARDY_ENGINE_IDLE`` seconds with no live client or when told to.
+Connect server with the home's settings and a properties file only its owner reads, opens
+the metastore over a session of its own, records the engine, interrupts the sessions of
+clients that died, and stops the server after ``TARDY_ENGINE_IDLE`` seconds with no live
+client or when told to.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from tardy.processes import free_port, port_answers, stop_group
 from tardy.warm import (
     BIND,
     CLIENT_ONLY,
+    HOST,
     POLL,
     SERVER_CLASS,
     SERVER_SETTINGS,
@@ -74,6 +77,25 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\")
 
 
+def _open_metastore(paths: Paths, port: int) -> None:
+    """Run one catalog statement over the supervisor's own session, so that the metastore's
+    first initialisation (Derby through DataNucleus and its connection pool) is done before
+    any client can connect. A client killed inside that initialisation has its statement
+    interrupted by ``reap_dead_clients``; the interrupt lands in the pool's first
+    connection, which the pool never gets back, and every later catalog call waits on
+    ``SharedState``'s lock for good (docs/warm-engine.md, "A client killed in the engine's
+    first statement")."""
+    from pyspark.sql.connect.session import SparkSession
+
+    token = paths.token.read_text().strip()
+    url = f"sc://{HOST}:{port}/;token={token};session_id={uuid.uuid4()}"
+    spark = SparkSession.builder.remote(url).create()
+    try:
+        spark.sql("SHOW DATABASES").collect()
+    finally:
+        spark.stop()
+
+
 def serve(home: Path, digest: str) -> int:
     """The supervisor: start the server, record it, stop it when idle or when told to."""
     import pyspark
@@ -111,6 +133,14 @@ def serve(home: Path, digest: str) -> int:
 
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
+    began = time.monotonic()
+    try:
+        _open_metastore(paths, port)
+    except Exception as error:
+        print(f"tardy engine: the metastore did not open: {error}", flush=True)
+        stop_group(server.pid)
+        return 1
+    print(f"tardy engine: metastore open in {time.monotonic() - began:.1f} s", flush=True)
     record = Record(str(home), os.getpid(), server.pid, port, time.time(), digest, idle)
     touch(paths.last_used)
     write_private(paths.record, json.dumps(asdict(record)))

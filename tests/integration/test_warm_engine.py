@@ -5,7 +5,8 @@ The engine is a process of its own, so these tests start real ones: ``tardy engi
 data homes, with ``TARDY_ENGINE`` on (the rest of the suite keeps Spark in-process). No
 project is built here: what is checked is which engine a command gets, that its secret keeps
 other clients out, that a dead one is replaced and an idle one stops, and that a client
-killed mid-statement leaves nothing running behind it.
+killed mid-statement, even in the engine's first statement, leaves nothing running or
+waiting behind it.
 """
 
 from __future__ import annotations
@@ -312,4 +313,64 @@ def test_a_client_killed_mid_statement_leaves_nothing_running(
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "1"  # CREATE TABLE only: no late commit
     assert not (paths.clients / f"{writer.pid}.json").exists()
+    _stop(home)
+
+
+FIRST_STATEMENT = """
+import runpy
+from pyspark.sql import SparkSession
+
+config = runpy.run_path("config.py")["config"]  # starts the engine: this home has none
+spark = SparkSession.builder.remote(
+    config.gateways["local"].connection.config["spark.remote"]
+).getOrCreate()
+print("sending", flush=True)
+spark.sql("CREATE TABLE IF NOT EXISTS first (id BIGINT) USING delta")
+"""
+NEXT_STATEMENT = """
+import runpy
+from pyspark.sql import SparkSession
+
+config = runpy.run_path("config.py")["config"]  # reaps the dead client first
+spark = SparkSession.builder.remote(
+    config.gateways["local"].connection.config["spark.remote"]
+).getOrCreate()
+print(spark.sql("SHOW TABLES").count())
+"""
+
+
+def test_a_client_killed_in_the_engines_first_statement_leaves_the_engine_usable(
+    homes: list[Path], tmp_path: Path
+) -> None:
+    """The first statement on a new engine used to open the metastore (Derby through a
+    connection pool); a client killed there had that statement interrupted by the next
+    command's reaping, the pool lost its first connection, and every later catalog call
+    waited for good (chaos, seed 7). The supervisor now opens the metastore before it
+    records the engine, so the next command answers."""
+    home = _home(homes, tmp_path, "first")
+    client = subprocess.Popen(
+        [sys.executable, "-c", FIRST_STATEMENT],
+        cwd=project_root(),
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert client.stdout is not None
+    assert client.stdout.readline().strip() == "sending"
+    time.sleep(0.5)
+    client.kill()
+    client.wait()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", NEXT_STATEMENT],
+            cwd=project_root(),
+            env=_env(home),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the next command waited 120 s on the engine: the metastore is stuck")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] in {"0", "1"}
     _stop(home)
