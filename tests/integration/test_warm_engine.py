@@ -88,6 +88,20 @@ def homes(tmp_path: Path) -> t.Iterator[list[Path]]:
         warm.stop(warm.Paths(home), timeout=5)
 
 
+def _sending(home: Path, script: str) -> subprocess.Popen[str]:
+    """A client process running ``script``, once it printed "sending" (its statement next)."""
+    client = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=project_root(),
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert client.stdout is not None
+    assert client.stdout.readline().strip() == "sending"
+    return client
+
+
 def _home(homes: list[Path], root: Path, name: str) -> Path:
     home = root / name
     home.mkdir()
@@ -295,15 +309,7 @@ def test_a_client_killed_mid_statement_leaves_nothing_running(
     client's session before the next command of the home reads anything, so the table keeps
     its one version."""
     home = _home(homes, tmp_path, "killed")
-    writer = subprocess.Popen(
-        [sys.executable, "-c", SLOW_INSERT],
-        cwd=project_root(),
-        env=_env(home),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert writer.stdout is not None
-    assert writer.stdout.readline().strip() == "sending"
+    writer = _sending(home, SLOW_INSERT)
     paths = warm.Paths(home)
     assert (paths.clients / f"{writer.pid}.json").exists()
     time.sleep(4)
@@ -348,15 +354,7 @@ def test_a_client_killed_in_the_engines_first_statement_leaves_the_engine_usable
     waited for good (chaos, seed 7). The supervisor now opens the metastore before it
     records the engine, so the next command answers."""
     home = _home(homes, tmp_path, "first")
-    client = subprocess.Popen(
-        [sys.executable, "-c", FIRST_STATEMENT],
-        cwd=project_root(),
-        env=_env(home),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert client.stdout is not None
-    assert client.stdout.readline().strip() == "sending"
+    client = _sending(home, FIRST_STATEMENT)
     time.sleep(0.5)
     client.kill()
     client.wait()
