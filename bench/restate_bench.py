@@ -638,6 +638,7 @@ def report(scale_name: str, scale: Scale, parts: dict[str, t.Any]) -> dict[str, 
             best(hy["restatements"])["seconds"],
             best(hs["restatements"])["seconds"],
             1.1,
+            best(hy["restatements"]),
         )
     if demo:
         info("`tardy demo` (fresh demo home, CLI wall clock)", fmt_s(demo["tardy_demo"]))
