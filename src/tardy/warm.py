@@ -154,6 +154,11 @@ class Record:
         return f"sc://{HOST}:{self.port}"
 
 
+def session_url(port: int, token: str, session_id: str) -> str:
+    """The Spark Connect URL of one session on the engine at ``port``, the token in it."""
+    return f"sc://{HOST}:{port}/;token={token};session_id={session_id}"
+
+
 @dataclass(frozen=True)
 class Client:
     pid: int
@@ -281,7 +286,7 @@ def reap_dead_clients(paths: Paths, record: Record) -> list[str]:
     token = paths.token.read_text().strip()
     interrupted: list[str] = []
     for client in dead:
-        url = f"{record.url}/;token={token};session_id={client.session_id}"
+        url = session_url(record.port, token, client.session_id)
         connection = SparkConnectClient(url)
         try:
             interrupted += connection.interrupt_all() or []
@@ -473,7 +478,7 @@ def _client_url(paths: Paths, record: Record) -> str:
     """Reap dead clients, register this process, and its URL with the token."""
     reap_dead_clients(paths, record)
     token = paths.token.read_text().strip()
-    return f"{record.url}/;token={token};session_id={_register(paths)}"
+    return session_url(record.port, token, _register(paths))
 
 
 class EngineInUse(Refused):

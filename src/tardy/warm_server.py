@@ -24,7 +24,6 @@ from tardy.processes import free_port, port_answers, stop_group
 from tardy.warm import (
     BIND,
     CLIENT_ONLY,
-    HOST,
     POLL,
     SERVER_CLASS,
     SERVER_SETTINGS,
@@ -35,6 +34,7 @@ from tardy.warm import (
     idle_seconds,
     read,
     reap_dead_clients,
+    session_url,
     touch,
     write_private,
 )
@@ -88,8 +88,7 @@ def _open_metastore(paths: Paths, port: int) -> None:
     from pyspark.sql.connect.session import SparkSession
 
     token = paths.token.read_text().strip()
-    url = f"sc://{HOST}:{port}/;token={token};session_id={uuid.uuid4()}"
-    spark = SparkSession.builder.remote(url).create()
+    spark = SparkSession.builder.remote(session_url(port, token, str(uuid.uuid4()))).create()
     try:
         spark.sql("SHOW DATABASES").collect()
     finally:
