@@ -358,6 +358,10 @@ def check_trial(spec_path: Path) -> None:
 
 
 ENGINES = ("in-process", "warm")
+# A check (the state after the kill, the recovery, the invariants) takes 1-3 minutes here;
+# one that waits past this bound fails its trial with the engine's state instead of hanging
+# the run (a wedged engine: docs/warm-engine.md, "The watchdog").
+CHECK_TIMEOUT = float(os.environ.get("CHAOS_CHECK_TIMEOUT", "900"))
 
 
 @dataclass
@@ -406,6 +410,19 @@ class Harness:
         from tardy import warm
 
         warm.stop(warm.Paths(self.home))
+
+    def engine_state(self, env: dict[str, str]) -> str:
+        """``tardy engine status``'s state and probe, itself bounded."""
+        try:
+            done = subprocess.run(
+                [str(BIN / "tardy"), "engine", "status", "--json"],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            status = json.loads(done.stdout)
+        except (subprocess.TimeoutExpired, ValueError) as error:
+            return f"`tardy engine status` did not answer ({type(error).__name__})"
+        probe = status.get("probe") or {}
+        return f"{status['state']} (probe: {probe.get('error') or probe.get('seconds')})"
 
     def restore(self, name: str) -> None:
         self.stop_engine()  # never swap a home's files under its running engine
@@ -543,16 +560,28 @@ class Harness:
         spec_path.write_text(json.dumps(spec))
         Path(spec["result"]).unlink(missing_ok=True)
         with open(self.logs / f"trial-{trial.number:02d}-check.log", "w") as out:
-            done = subprocess.run(
+            check = subprocess.Popen(
                 [str(BIN / "python"), __file__, "--check", str(spec_path)],
                 cwd=ROOT,
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
+            try:
+                check.wait(timeout=CHECK_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.killpg(check.pid, signal.SIGKILL)
+                check.wait()
+        timed_out = check.returncode == -signal.SIGKILL
+        engine = self.engine_state(env) if timed_out else ""
         self.stop_engine()
-        if done.returncode != 0 or not Path(spec["result"]).exists():
-            trial.problems = [f"the check process failed ({done.returncode}): {out.name}"]
+        if timed_out:
+            trial.problems = [
+                f"the check waited past {CHECK_TIMEOUT:.0f} s; the engine: {engine}; see {out.name}"
+            ]
+        elif check.returncode != 0 or not Path(spec["result"]).exists():
+            trial.problems = [f"the check process failed ({check.returncode}): {out.name}"]
         else:
             result = json.loads(Path(spec["result"]).read_text())
             trial.phase, trial.problems = result["phase"], result["problems"]
@@ -577,10 +606,13 @@ def plan(seed: int, trials: int, seconds: dict[str, float], startup: float) -> l
     planned = []
     for n, command in enumerate(commands):
         engine = ENGINES[(n // len(COMMANDS) + n) % len(ENGINES)]
+        # `--only K` builds K's templates alone: the other trials' bounds are placeholders,
+        # each draw still takes one number, so trial K gets its delay of the full run.
+        took = seconds.get(command, startup)
         if engine == "warm":
-            low, high = 1.0, max(seconds[command] - startup, 2.0)
+            low, high = 1.0, max(took - startup, 2.0)
         else:
-            low, high = startup / 2, max(seconds[command], startup)
+            low, high = startup / 2, max(took, startup)
         delay = round(rnd.uniform(low, high), 1)
         planned.append(Trial(number=n, command=command, delay=delay, engine=engine))
     return planned

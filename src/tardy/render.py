@@ -495,6 +495,16 @@ def render_history(story: KeyHistory, console: Console) -> None:
 def render_engine(status: EngineStatus, console: Console) -> None:
     """``tardy engine``: the data home's engine, its clients and where its log is."""
     record = status.record
+    if record is not None and status.state is EngineState.WEDGED and status.probe:
+        console.print(
+            f"Engine: wedged on {record.url} (pid {record.server_pid}): "
+            f"{status.probe.statement} {status.probe.error}. The next command restarts it, "
+            "or:",
+            soft_wrap=True,
+        )
+        console.print("tardy engine stop --force", soft_wrap=True)
+        console.print(f"Log: {status.log}", soft_wrap=True)
+        return
     if record is None or status.state is not EngineState.RUNNING:
         console.print(f"Engine: {status.state.value}. Log: {status.log}", soft_wrap=True)
         return

@@ -39,6 +39,7 @@ import os
 import secrets
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -52,6 +53,13 @@ from tardy.processes import alive, argv_of, port_answers, stop_group
 ENGINE_VARIABLE = "TARDY_ENGINE"
 IDLE_VARIABLE = "TARDY_ENGINE_IDLE"
 DEFAULT_IDLE = 1800.0
+PROBE_VARIABLE = "TARDY_ENGINE_PROBE_TIMEOUT"
+# A catalog call answers in 0.05-0.2 s on a healthy engine, also beside a running job (the
+# catalog's lock is held for metastore calls only); far longer means the metastore is stuck
+# (docs/warm-engine.md, "The watchdog").
+DEFAULT_PROBE_TIMEOUT = 20.0
+# The catalog call a probe makes: the metastore (Derby), under the catalog's lock.
+PROBE_STATEMENT = "SHOW DATABASES"
 HOST = "localhost"  # with a token, the client accepts plain text only for `localhost`
 BIND = "127.0.0.1"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -65,6 +73,10 @@ POLL = 2.0
 SERVER_SETTINGS = {
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.catalogImplementation": "hive",
+    # No connection pool for the Derby metastore: an interrupt inside a pooled call cost the
+    # pool that connection for good, and an empty pool left the next catalog call waiting
+    # with no bound (docs/warm-engine.md, "A client killed inside a later metastore call").
+    "spark.hadoop.datanucleus.connectionPoolingType": "None",
 }
 # The client's settings, not the server's.
 CLIENT_ONLY = ("spark.master", "spark.app.name")
@@ -78,6 +90,7 @@ class EngineState(Enum):
     RUNNING = "running"
     STOPPED = "stopped"
     STALE = "stale"  # a record whose processes are gone, or answer for another data home
+    WEDGED = "wedged"  # its processes live and its port answers, a catalog call does not
 
 
 def enabled() -> bool:
@@ -85,17 +98,26 @@ def enabled() -> bool:
     return os.environ.get(ENGINE_VARIABLE, "on").strip().lower() not in ("off", "0", "false")
 
 
-def idle_seconds() -> float:
-    raw = os.environ.get(IDLE_VARIABLE, "").strip().lower()
+def _seconds(variable: str, default: float) -> float:
+    raw = os.environ.get(variable, "").strip().lower()
     if not raw:
-        return DEFAULT_IDLE
+        return default
     scale = {"s": 1, "m": 60, "h": 3600}.get(raw[-1], 1)
     try:
         return float(raw.rstrip("smh")) * scale
     except ValueError as error:
         raise EngineError(
-            f"{IDLE_VARIABLE}={raw!r}: give seconds, or a number with s, m or h"
+            f"{variable}={raw!r}: give seconds, or a number with s, m or h"
         ) from error
+
+
+def idle_seconds() -> float:
+    return _seconds(IDLE_VARIABLE, DEFAULT_IDLE)
+
+
+def probe_timeout() -> float:
+    """How long a probe's catalog call may take before the engine counts as wedged."""
+    return _seconds(PROBE_VARIABLE, DEFAULT_PROBE_TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -173,6 +195,7 @@ class Status:
     clients: list[Client]
     idle_for: float | None
     log: Path
+    probe: Probe | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -186,6 +209,7 @@ class Status:
             "idle_for_seconds": self.idle_for,
             "clients": [asdict(c) for c in self.clients],
             "log": str(self.log),
+            "probe": asdict(self.probe) if self.probe else None,
         }
 
 
@@ -312,6 +336,67 @@ def _wait_for_operations(connection: object, timeout: float = 60.0) -> None:
         time.sleep(0.2)
 
 
+# --- the watchdog -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One catalog call on the engine, bounded: ``seconds`` it took, or ``error`` (it did
+    not answer within ``timeout``, or failed)."""
+
+    statement: str
+    timeout: float
+    seconds: float | None
+    error: str | None
+
+    @property
+    def answered(self) -> bool:
+        return self.error is None
+
+
+def probe(
+    record: Record, token: str, session_id: str, timeout: float, *, release: bool = False
+) -> Probe:
+    """Run ``PROBE_STATEMENT`` on the engine over ``session_id`` and wait at most
+    ``timeout`` seconds for its answer. A metastore left broken by an interrupt (Derby's
+    connection closed inside a pooled call) never answers: the call waits on the catalog's
+    lock for good, so it runs on a daemon thread that is abandoned, with the engine, when
+    it does not answer (docs/warm-engine.md, "The watchdog")."""
+    import pyspark.sql.connect.proto as pb2
+    from pyspark.sql.connect.client import SparkConnectClient
+
+    answer: list[float] = []
+    failure: list[str] = []
+    client = SparkConnectClient(session_url(record.port, token, session_id))
+
+    def call() -> None:
+        began = time.monotonic()
+        try:
+            client.execute_command(pb2.Command(sql_command=pb2.SqlCommand(sql=PROBE_STATEMENT)))
+            if release:  # a session of the probe's own, not a client's
+                client.release_session()
+            answer.append(time.monotonic() - began)
+        except Exception as error:  # any failure counts: the engine did not answer
+            failure.append(f"{type(error).__name__}: {str(error)[:200]}")
+
+    thread = threading.Thread(target=call, name="tardy-engine-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    # Closed in any case: a client left open asks the server again when the process exits
+    # (PySpark's exit hook), which a wedged engine never answers.
+    client.close()
+    if answer:
+        return Probe(PROBE_STATEMENT, timeout, round(answer[0], 3), None)
+    error = failure[0] if failure else f"no answer within {timeout:.0f} s"
+    return Probe(PROBE_STATEMENT, timeout, None, error)
+
+
+def notice(message: str) -> None:
+    """One line on stderr for what the engine's watchdog did (a restart): the command's
+    own output stays on stdout, for ``tardy`` and the stock ``sqlmesh`` alike."""
+    print(f"tardy: {message}", file=sys.stderr, flush=True)
+
+
 @dataclass
 class _Session:
     pid: int
@@ -402,7 +487,7 @@ def _clear_stale(paths: Paths) -> None:
 def start(paths: Paths, settings: Mapping[str, str]) -> Record:
     """The home's running engine with these settings, started (once, under the start lock)
     when none runs; a stale one is stopped and replaced, never reused."""
-    digest = settings_digest(settings)
+    digest = settings_digest({**settings, **SERVER_SETTINGS})
     record = live_record(paths)
     if record is not None and record.settings_digest == digest:
         return record
@@ -458,27 +543,58 @@ def _tail(paths: Paths, lines: int = 15) -> str:
 
 def connect(home: Path, settings: Mapping[str, str]) -> str:
     """The Spark Connect URL this process uses for the home: the engine is started if none
-    runs, clients that died have their operations interrupted first, and this process is
+    runs, clients that died have their operations interrupted first, the engine answers a
+    probe (a wedged one is restarted once, with a line saying so), and this process is
     registered with its own session id. The URL carries the token: it lives in this
     process's memory only (SQLMesh restores the environment after loading a config, so a
     variable set here would be gone when the session connects)."""
     paths = Paths(home)
-    return _client_url(paths, start(paths, settings))
+    url = _client_url(paths, start(paths, settings))
+    if url is None:  # it was wedged and is stopped: a fresh one, which must answer
+        url = _client_url(paths, start(paths, settings), restart=False)
+    if url is None:
+        raise EngineError(
+            f"the engine of {paths.home} was restarted and still does not answer a catalog "
+            f"call; see {paths.log}"
+        )
+    return url
 
 
 def attach(home: Path) -> str | None:
-    """Like ``connect``, for the home's running engine only (None when none runs), whatever
-    its settings: for the commands that only read or append tables (``tardy.session``)."""
+    """Like ``connect``, for the home's running engine only (None when none runs, or when it
+    was wedged and is now stopped), whatever its settings: for the commands that only read
+    or append tables (``tardy.session``), whose fallback starts a fresh one."""
     paths = Paths(home)
     record = live_record(paths)
     return None if record is None else _client_url(paths, record)
 
 
-def _client_url(paths: Paths, record: Record) -> str:
-    """Reap dead clients, register this process, and its URL with the token."""
+def _client_url(paths: Paths, record: Record, *, restart: bool = True) -> str | None:
+    """Reap dead clients, register this process, probe the engine over this process's
+    session (its first statement, bounded), and its URL with the token; None when the
+    engine did not answer the probe and was stopped (``restart``) so that the caller starts
+    a fresh one."""
     reap_dead_clients(paths, record)
     token = paths.token.read_text().strip()
-    return session_url(record.port, token, _register(paths))
+    session_id = _register(paths)
+    checked = probe(record, token, session_id, probe_timeout())
+    if checked.answered:
+        return session_url(record.port, token, session_id)
+    if not restart:
+        return None
+    notice(
+        f"the engine of {paths.home} did not answer a catalog call ({checked.error}); "
+        "restarting it (its tables and metastore are on disk) and going on"
+    )
+    _log(paths, f"wedged: {checked.statement} from pid {os.getpid()}: {checked.error}; restarted")
+    stop(paths, timeout=5)  # a wedged JVM's shutdown hooks may wait on the stuck lock
+    return None
+
+
+def _log(paths: Paths, line: str) -> None:
+    """A line of the engine's own log (``logs/engine.log``), for what a client did to it."""
+    with contextlib.suppress(OSError), paths.log.open("a") as log:
+        log.write(f"tardy engine: {line}\n")
 
 
 class EngineInUse(Refused):
@@ -503,10 +619,15 @@ def stop(paths: Paths, timeout: float = 30.0, *, force: bool = True) -> Record |
 
 
 def status(paths: Paths) -> Status:
+    """The engine's state; a running one is probed (a catalog call on a session of its own,
+    bounded), so that a wedged engine reads as wedged, not idle."""
     record = read(paths)
     if record is None:
         return Status(EngineState.STOPPED, None, [], None, paths.log)
     if not _is_ours(record, paths):
         return Status(EngineState.STALE, record, [], None, paths.log)
     live = [c for c in clients(paths) if alive(c.pid)]
-    return Status(EngineState.RUNNING, record, live, idle_for(paths), paths.log)
+    token = paths.token.read_text().strip()
+    checked = probe(record, token, str(uuid.uuid4()), probe_timeout(), release=True)
+    state = EngineState.RUNNING if checked.answered else EngineState.WEDGED
+    return Status(state, record, live, idle_for(paths), paths.log, checked)

@@ -32,6 +32,8 @@ from tardy.warm import (
     Record,
     idle_for,
     idle_seconds,
+    probe,
+    probe_timeout,
     read,
     reap_dead_clients,
     session_url,
@@ -95,6 +97,19 @@ def _open_metastore(paths: Paths, port: int) -> None:
         spark.stop()
 
 
+def _answers(paths: Paths, record: Record) -> bool:
+    """After interrupting a dead client's statements: the watchdog's probe. An interrupt
+    inside a metastore call can leave the catalog stuck for good; such an engine is stopped
+    (its tables and metastore are on disk), so that no command waits on it and the next one
+    starts a fresh engine (docs/warm-engine.md, "The watchdog")."""
+    token = paths.token.read_text().strip()
+    checked = probe(record, token, str(uuid.uuid4()), probe_timeout(), release=True)
+    if checked.answered:
+        return True
+    print(f"tardy engine: wedged after a reap ({checked.error}); stopping", flush=True)
+    return False
+
+
 def serve(home: Path, digest: str) -> int:
     """The supervisor: start the server, record it, stop it when idle or when told to."""
     import pyspark
@@ -146,8 +161,11 @@ def serve(home: Path, digest: str) -> int:
     print(f"tardy engine: serving {home} on {BIND}:{port} (pid {server.pid})", flush=True)
     while server.poll() is None:
         time.sleep(min(POLL, max(idle / 4, 0.2)))
+        interrupted: list[str] = []
         with contextlib.suppress(Exception):
-            reap_dead_clients(paths, record)
+            interrupted = reap_dead_clients(paths, record)
+        if interrupted and not _answers(paths, record):
+            shutdown()
         unused = idle_for(paths)
         if unused is not None and unused >= idle:
             print(f"tardy engine: idle for {unused:.0f} s, stopping", flush=True)

@@ -11,8 +11,10 @@ waiting behind it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -371,4 +373,115 @@ def test_a_client_killed_in_the_engines_first_statement_leaves_the_engine_usable
         pytest.fail("the next command waited 120 s on the engine: the metastore is stuck")
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] in {"0", "1"}
+    _stop(home)
+
+
+# Enough tables that one `SHOW TABLE EXTENDED` (a metastore call per table) outlasts the
+# moment the next command, or the supervisor's poll, reaps the killed client (~2 s).
+CATALOG_TABLES = 300
+MAKE_TABLES = f"""
+import runpy
+from pyspark.sql import SparkSession
+
+config = runpy.run_path("config.py")["config"]
+spark = SparkSession.builder.remote(
+    config.gateways["local"].connection.config["spark.remote"]
+).getOrCreate()
+for i in range({CATALOG_TABLES}):
+    spark.sql(f"CREATE TABLE IF NOT EXISTS t{{i}} (id BIGINT, s STRING) USING parquet")
+"""
+# One statement made of many small metastore calls, sent again and again: a client killed
+# at any moment leaves one running, and the reap interrupts it inside one of those calls.
+CATALOG_CALLS = """
+import runpy
+from pyspark.sql import SparkSession
+
+config = runpy.run_path("config.py")["config"]
+spark = SparkSession.builder.remote(
+    config.gateways["local"].connection.config["spark.remote"]
+).getOrCreate()
+print("sending", flush=True)
+while True:
+    spark.sql("SHOW TABLE EXTENDED IN default LIKE '*'").collect()
+"""
+
+
+def _answers_within(home: Path, seconds: float) -> str:
+    """The next command (reap, probe, ``SHOW TABLES``): its table count, within ``seconds``."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", NEXT_STATEMENT],
+            cwd=project_root(),
+            env=_env(home),
+            capture_output=True,
+            text=True,
+            timeout=seconds,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the next command waited {seconds:.0f} s on the engine: it is wedged")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_clients_killed_inside_metastore_calls_never_wedge_the_engine(
+    homes: list[Path], tmp_path: Path
+) -> None:
+    """An interrupt that lands inside a pooled metastore call used to cost the pool a
+    connection for good; once the pool was empty the next catalog call waited for one with
+    no bound, holding the catalog's lock, and every later command of the home waited behind
+    it (chaos, seed 7, trial 4). Six rounds of three clients killed together inside such
+    calls, on one engine (measured with the pool: 2 of 8 rounds hung): each next command
+    answers within 60 s, on the same engine (the watchdog had nothing to restart)."""
+    home = _home(homes, tmp_path, "catalog")
+    made = _run(home, sys.executable, "-c", MAKE_TABLES)
+    assert made.returncode == 0, made.stderr[-2000:]
+    paths = warm.Paths(home)
+    engine = warm.live_record(paths)
+    assert engine is not None
+    rnd = random.Random(48)
+    for round_ in range(6):
+        clients = [_sending(home, CATALOG_CALLS) for _ in range(3)]
+        time.sleep(rnd.uniform(0.3, 1.5))
+        for client in clients:
+            client.kill()
+            client.wait()
+        assert _answers_within(home, 60) == str(CATALOG_TABLES), f"round {round_}"
+        record = warm.live_record(paths)
+        assert record is not None and record.server_pid == engine.server_pid, f"round {round_}"
+    assert "wedged" not in paths.log.read_text(errors="replace")
+    _stop(home)
+
+
+def test_a_wedged_engine_is_reported_and_restarted_by_the_next_command(
+    homes: list[Path], tmp_path: Path
+) -> None:
+    """The watchdog: an engine whose port answers but whose catalog does not (its server
+    stopped with SIGSTOP, as a stuck metastore looks from outside) is reported wedged by
+    `tardy engine status`, and the next command restarts it with one line saying so and
+    answers within 60 s."""
+    home = _home(homes, tmp_path, "wedged")
+    started = _engine(home, "start")
+    os.kill(started["pid"], signal.SIGSTOP)
+    try:
+        status = _engine(home, TARDY_ENGINE_PROBE_TIMEOUT="3")
+        assert status["state"] == "wedged", status
+        assert status["probe"]["error"] and status["pid"] == started["pid"]
+        done = subprocess.run(
+            [sys.executable, "-c", NEXT_STATEMENT],
+            cwd=project_root(),
+            env=_env(home, TARDY_ENGINE_PROBE_TIMEOUT="5"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the restart killed it
+            os.kill(started["pid"], signal.SIGCONT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "0"
+    notices = [line for line in done.stderr.splitlines() if "restarting it" in line]
+    assert len(notices) == 1, done.stderr[-2000:]
+    after = _engine(home)
+    assert after["state"] == "running" and after["pid"] != started["pid"]
+    assert not alive(started["pid"])
     _stop(home)
