@@ -39,7 +39,7 @@ def main(remote: str, master_ui: str) -> int:
         "INSERT INTO cluster_smoke.sales VALUES (DATE'2026-01-01', 'a', 1.00), "
         "(DATE'2026-01-01', 'b', 2.00), (DATE'2026-01-02', 'a', 3.00)"
     )
-    # The recomputed day holds one row: store b's row must go (the hole of NOTES fact 2).
+    # The recomputed day holds one row: store b's row must go (the hole of docs/facts.md, fact 2).
     spark.sql(
         "INSERT INTO cluster_smoke.sales REPLACE WHERE day = DATE'2026-01-01' "
         "SELECT DATE'2026-01-01', 'a', 10.00"

@@ -3,7 +3,7 @@
 Stock SQLMesh writes an interval of an INCREMENTAL_BY_TIME_RANGE model on Spark with
 ``INSERT OVERWRITE`` in dynamic-partition mode: partitions the new result does not touch keep
 their old rows, so an interval whose recomputed result is empty (a voided day, a correction
-that moved a transaction to another day) keeps stale rows (``shared/NOTES.md``, fact 2).
+that moved a transaction to another day) keeps stale rows (``docs/facts.md``, fact 2).
 
 Delta supports ``INSERT INTO t REPLACE WHERE <predicate> SELECT ...``: one atomic commit that
 deletes every row matching the interval predicate and inserts the new result, and that

@@ -2,7 +2,7 @@
 
 project.yaml renders only the selected gateway: SQLMesh builds an engine adapter for every
 gateway of a config when it loads a project, a classic SparkSession (``local``, ``cluster``)
-and a Spark Connect session (``connect``) cannot share a process (NOTES fact 16), and two
+and a Spark Connect session (``connect``) cannot share a process (docs/facts.md, fact 16), and two
 classic gateways would share one session (``getOrCreate``). The environment selects it, so
 the stock ``sqlmesh`` CLI and ``tardy`` agree (``config.py`` asks :func:`selected`):
 ``TARDY_GATEWAY``; unset, ``connect`` when ``TARDY_SPARK_REMOTE`` is set (``eval "$(make -s

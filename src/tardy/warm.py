@@ -12,14 +12,14 @@ Under ``$TARDY_HOME/engine/``:
 - ``engine.json``: the running engine (supervisor and server pids, port, data home, settings
   digest), written when it is ready and removed when it stops;
 - ``token`` (mode 0600): the secret a client must present (``spark.connect.authenticate.
-  token``, NOTES 26); ``server.conf`` (0600): the server's properties, the token among them,
-  so that neither appears on a command line;
+  token``, docs/facts.md, fact 26); ``server.conf`` (0600): the server's properties, the
+  token among them, so that neither appears on a command line;
 - ``start.lock``: two commands racing to start the engine start one;
 - ``clients/<pid>.json``: the processes using it and their Spark Connect session ids. The
   engine stops itself after ``TARDY_ENGINE_IDLE`` seconds (default 1800) with no live
   client; a client that died (``kill -9``) has its session's operations interrupted before
   any later command of the home reads a table, so a statement it left running cannot commit
-  behind a recovery's back (NOTES 24).
+  behind a recovery's back (docs/facts.md, fact 24).
 
 The server's log is ``$TARDY_HOME/logs/engine.log``. ``TARDY_ENGINE=off`` (``tardy
 --no-engine``) keeps the in-process SparkSession of earlier versions.
@@ -68,8 +68,9 @@ START_TIMEOUT = 180.0
 POLL = 2.0
 
 # What the server needs beyond the `local` gateway's own Spark settings: a client cannot set
-# `partitionOverwriteMode` over Connect (SQLMesh tries through `sparkContext`, NOTES 19), and
-# SQLMesh's classic sessions ask for the Hive catalog, which the Derby metastore serves.
+# `partitionOverwriteMode` over Connect (SQLMesh tries through `sparkContext`: docs/facts.md,
+# fact 19), and SQLMesh's classic sessions ask for the Hive catalog, which the Derby
+# metastore serves.
 SERVER_SETTINGS = {
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.catalogImplementation": "hive",
@@ -300,8 +301,8 @@ def idle_for(paths: Paths) -> float | None:
 
 def reap_dead_clients(paths: Paths, record: Record) -> list[str]:
     """Interrupt and release the sessions of clients that died without saying goodbye (a
-    ``kill -9`` mid-statement leaves its operation running on the server: NOTES 24), and
-    forget them. Returns the interrupted operation ids."""
+    ``kill -9`` mid-statement leaves its operation running on the server: docs/facts.md, fact
+    24), and forget them. Returns the interrupted operation ids."""
     dead = [c for c in clients(paths) if not alive(c.pid)]
     if not dead:
         return []

@@ -307,7 +307,7 @@ def test_void_emptying_a_day_and_date_moving_correction_leave_no_stale_rows(
 def test_control_the_stock_spark_strategy_keeps_stale_rows_and_the_audits_catch_them(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
-    """NOTES fact 2 on this stack: without exact writes the emptied day keeps its old rows
+    """docs/facts.md, fact 2, on this stack: without exact writes the emptied day keeps its old rows
     (so the test above can fail), and the blocking reconciliation audit refuses them."""
     from sqlmesh.core.engine_adapter.shared import InsertOverwriteStrategy
     from sqlmesh.core.engine_adapter.spark import SparkEngineAdapter

@@ -386,7 +386,7 @@ def test_stock_commands_write_exact_intervals(
     gateway: str, local: dict[str, t.Any], connected: dict[str, t.Any]
 ) -> None:
     """Every overwrite of silver carries its interval predicate (`REPLACE WHERE`, tardy's
-    `exact_writes`; NOTES fact 2), the stock `sqlmesh plan` and `sqlmesh run` included:
+    `exact_writes`; docs/facts.md, fact 2), the stock `sqlmesh plan` and `sqlmesh run` included:
     `sqlmesh run` does not load the project, so project.yaml's `before_all` switches it."""
     if gateway == "local":
         writes = local["writes"]

@@ -307,9 +307,9 @@ def test_a_client_killed_mid_statement_leaves_nothing_running(
     homes: list[Path], tmp_path: Path
 ) -> None:
     """A 20-second write whose client is killed -9 four seconds in: on a server, the
-    statement would go on and commit ~16 s later (NOTES 24); the engine interrupts the dead
-    client's session before the next command of the home reads anything, so the table keeps
-    its one version."""
+    statement would go on and commit ~16 s later (docs/facts.md, fact 24); the engine
+    interrupts the dead client's session before the next command of the home reads
+    anything, so the table keeps its one version."""
     home = _home(homes, tmp_path, "killed")
     writer = _sending(home, SLOW_INSERT)
     paths = warm.Paths(home)

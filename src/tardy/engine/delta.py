@@ -206,8 +206,8 @@ def drop_existing(
     ones dropped. A name listed as a view may be a table (and the other way round): when the
     expected ``DROP`` refuses it, the other one drops it. One ``SHOW TABLES ... LIKE`` per
     schema, of those names only (``a|b|...``): a catalog lookup per name costs a plan on a
-    Connect client (NOTES 20), and ``Catalog.listTables`` fails under the small-data profile
-    (Spark 4.2 cannot decode its rows without code generation)."""
+    Connect client (docs/facts.md, fact 20), and ``Catalog.listTables`` fails under the
+    small-data profile (Spark 4.2 cannot decode its rows without code generation)."""
     from pyspark.errors import AnalysisException
 
     kinds = {**{name: "VIEW" for name in views}, **{name: "TABLE" for name in tables}}

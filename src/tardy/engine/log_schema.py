@@ -175,8 +175,8 @@ def ensure_log(spark: SparkSession) -> None:
 
 def readable_log(spark: SparkSession) -> DataFrame:
     """The log for reading. When it exists in the current schema this costs one schema
-    read and no Spark job (a fresh ``tardy log`` on the warm engine: NOTES 25); a missing or
-    older log is first created or migrated (``ensure_log``)."""
+    read and no Spark job (a fresh ``tardy log`` on the warm engine: docs/facts.md, fact
+    25); a missing or older log is first created or migrated (``ensure_log``)."""
     from pyspark.errors import AnalysisException
 
     try:

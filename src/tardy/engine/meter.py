@@ -88,7 +88,8 @@ def execution_label(physical_plan: str) -> str:
 def _client_calls(spark: SparkSession) -> t.Any:
     """The Connect client's private calls, wrapped once to count and time each plan it has
     executed (``counts[0]``) and each analysis round trip (``counts[1]``; ``df.schema``,
-    ``df.columns``: NOTES 20). Untyped on purpose: private attributes of the client."""
+    ``df.columns``: docs/facts.md, fact 20). Untyped on purpose: private attributes of the
+    client."""
     client: t.Any = spark.client
     if getattr(client, "_tardy_counts", None) is None:
         counts: list[int] = [0, 0]
