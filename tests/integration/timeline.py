@@ -95,8 +95,10 @@ def build_timeline(engine: Engine, root: Path) -> dict[str, t.Any]:
 
     def land_and_ingest(clock: datetime) -> None:
         simulate(CONFIG, home.landing, through=clock)
-        result = ingest(spark, home.landing)
-        timeline.files |= {home.landing / item["source_file"] for item in result.ingested}
+        ingest(spark, home.landing)
+        # The oracle's files come from the landing folder (the landing contract: every
+        # ``*.jsonl`` under it), never from ingest's own report of what it took.
+        timeline.files |= set(home.landing.rglob("*.jsonl"))
 
     clock = midnight(CONFIG.start + timedelta(days=PLAN_AFTER_DAYS))
     land_and_ingest(clock)

@@ -39,8 +39,9 @@ def test_each_statement_is_timed_and_the_slowest_are_kept_with_their_step(spark:
     first = meter.slowest[0]
     assert first.step == "slow"
     assert f"{SCHEMA}.numbers" in first.statement, first
-    # Its own seconds: most of the call's wall clock, never more (the JVM's clock, in ms).
-    assert 0.5 * wall <= first.seconds <= wall + 0.01, (first, wall)
+    # Its own seconds lie within the call that ran it (the JVM's clock, in ms): an upper
+    # bound from the test's clock, no bound from below (no test asserts a duration).
+    assert 0 < first.seconds <= wall + 0.01, (first, wall)
     assert [x.seconds for x in meter.slowest] == sorted(
         (x.seconds for x in meter.slowest), reverse=True
     )
