@@ -347,6 +347,24 @@ print(spark.sql("SHOW TABLES").count())
 """
 
 
+def _next_command(home: Path, seconds: float, **extra: str) -> subprocess.CompletedProcess[str]:
+    """The next command of the home (reap, probe, ``SHOW TABLES``), which must answer within
+    ``seconds`` and succeed."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", NEXT_STATEMENT],
+            cwd=project_root(),
+            env=_env(home, **extra),
+            capture_output=True,
+            text=True,
+            timeout=seconds,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the next command waited {seconds:.0f} s on the engine: it is wedged")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
 def test_a_client_killed_in_the_engines_first_statement_leaves_the_engine_usable(
     homes: list[Path], tmp_path: Path
 ) -> None:
@@ -360,18 +378,7 @@ def test_a_client_killed_in_the_engines_first_statement_leaves_the_engine_usable
     time.sleep(0.5)
     client.kill()
     client.wait()
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", NEXT_STATEMENT],
-            cwd=project_root(),
-            env=_env(home),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("the next command waited 120 s on the engine: the metastore is stuck")
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = _next_command(home, 120)
     assert done.stdout.strip().splitlines()[-1] in {"0", "1"}
     _stop(home)
 
@@ -406,23 +413,6 @@ while True:
 """
 
 
-def _answers_within(home: Path, seconds: float) -> str:
-    """The next command (reap, probe, ``SHOW TABLES``): its table count, within ``seconds``."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", NEXT_STATEMENT],
-            cwd=project_root(),
-            env=_env(home),
-            capture_output=True,
-            text=True,
-            timeout=seconds,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the next command waited {seconds:.0f} s on the engine: it is wedged")
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip().splitlines()[-1]
-
-
 def test_clients_killed_inside_metastore_calls_never_wedge_the_engine(
     homes: list[Path], tmp_path: Path
 ) -> None:
@@ -445,7 +435,8 @@ def test_clients_killed_inside_metastore_calls_never_wedge_the_engine(
         for client in clients:
             client.kill()
             client.wait()
-        assert _answers_within(home, 60) == str(CATALOG_TABLES), f"round {round_}"
+        answered = _next_command(home, 60).stdout.strip().splitlines()[-1]
+        assert answered == str(CATALOG_TABLES), f"round {round_}"
         record = warm.live_record(paths)
         assert record is not None and record.server_pid == engine.server_pid, f"round {round_}"
     assert "wedged" not in paths.log.read_text(errors="replace")
@@ -466,18 +457,10 @@ def test_a_wedged_engine_is_reported_and_restarted_by_the_next_command(
         status = _engine(home, TARDY_ENGINE_PROBE_TIMEOUT="3")
         assert status["state"] == "wedged", status
         assert status["probe"]["error"] and status["pid"] == started["pid"]
-        done = subprocess.run(
-            [sys.executable, "-c", NEXT_STATEMENT],
-            cwd=project_root(),
-            env=_env(home, TARDY_ENGINE_PROBE_TIMEOUT="5"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = _next_command(home, 60, TARDY_ENGINE_PROBE_TIMEOUT="5")
     finally:
         with contextlib.suppress(ProcessLookupError):  # the restart killed it
             os.kill(started["pid"], signal.SIGCONT)
-    assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "0"
     notices = [line for line in done.stderr.splitlines() if "restarting it" in line]
     assert len(notices) == 1, done.stderr[-2000:]
