@@ -406,6 +406,9 @@ class _Session:
 
 
 _session: _Session | None = None
+# (this process, the engine's server pid, its port) of each engine this process's probe
+# found answering.
+_answered: set[tuple[int, int, int]] = set()
 
 
 def _unregister() -> None:
@@ -578,8 +581,12 @@ def _client_url(paths: Paths, record: Record, *, restart: bool = True) -> str | 
     reap_dead_clients(paths, record)
     token = paths.token.read_text().strip()
     session_id = _register(paths)
+    engine = (os.getpid(), record.server_pid, record.port)
+    if engine in _answered:  # a process loads the config more than once: probe once
+        return session_url(record.port, token, session_id)
     checked = probe(record, token, session_id, probe_timeout())
     if checked.answered:
+        _answered.add(engine)
         return session_url(record.port, token, session_id)
     if not restart:
         return None
