@@ -568,12 +568,13 @@ class Harness:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+            timed_out = False
             try:
                 check.wait(timeout=CHECK_TIMEOUT)
             except subprocess.TimeoutExpired:
+                timed_out = True
                 os.killpg(check.pid, signal.SIGKILL)
                 check.wait()
-        timed_out = check.returncode == -signal.SIGKILL
         engine = self.engine_state(env) if timed_out else ""
         self.stop_engine()
         if timed_out:
