@@ -32,7 +32,6 @@ from tardy.warm import (
     Record,
     idle_for,
     idle_seconds,
-    probe,
     probe_timeout,
     read,
     reap_dead_clients,
@@ -40,6 +39,7 @@ from tardy.warm import (
     touch,
     write_private,
 )
+from tardy.watchdog import probe
 
 
 def _server_argv(paths: Paths, port: int) -> list[str]:
