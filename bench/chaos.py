@@ -304,6 +304,8 @@ def check_trial(spec_path: Path) -> None:
         new = sorted(set(actions) - set(spec["ids_before"]))
         rid = rid or (new[-1] if new else "")
         check.phase = f"log: {actions.get(rid, 'no row')}, {kept}/{len(killed)} tables after"
+        if command == "restate" and actions.get(rid) == "staged":
+            check.problems.append("a killed `tardy restate` left its restatement staged")
 
     # 2. The documented recovery (README): re-run what was interrupted.
     def run(*argv: str) -> int:

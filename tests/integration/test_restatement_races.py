@@ -372,7 +372,11 @@ def chain(engine: t.Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     # `tardy restate`, killed after staging two tables.
     code = _killed(home, "stage:2", "restate", "--reason", "killed", "--json")
     results["stage_killed"] = {"code": code, "stage_tables": stage_tables(home=home)}
-    done("stuck, restate killed")
+    # `tardy restate` again (it discards that stage first), killed with every table staged,
+    # audited and diffed, just before its promotion's intent is logged.
+    code = _killed(home, "intent:0", "restate", "--reason", "killed", "--json")
+    results["intent_killed"] = {"code": code, "stage_tables": stage_tables(home=home)}
+    done("stuck, restate killed twice")
 
     racers = [
         _tardy(home, root / f"race{i}", "restate", "--reason", "race", "--json") for i in (1, 2)
@@ -521,10 +525,19 @@ def test_a_restatement_killed_while_staging_is_discarded_by_the_next_one(
     killed = chain["stage_killed"]
     assert killed["code"] == -signal.SIGKILL, killed
     assert len(killed["stage_tables"]) == 2  # silver and daily staged, then the kill
+    # Killed after staging all seven tables, before the promotion's intent: the log still
+    # says staging (the staged entry is committed with the intent), not "staged" awaiting a
+    # review nobody asked for, so the next command discards it instead of refusing.
+    killed = chain["intent_killed"]
+    assert killed["code"] == -signal.SIGKILL, killed
+    assert len(killed["stage_tables"]) == 7, killed
     winner = next(r for r in chain["race"] if r["code"] == 0)["out"]
     discarded = winner["recovered"].removeprefix("discarded restatement ").split(",")[0]
     assert winner["recovered"] == f"discarded restatement {discarded}, interrupted while staging"
-    assert chain["after"]["log"][discarded] == ["staging", "discarded"]
+    cut = [
+        rid for rid, actions in chain["after"]["log"].items() if actions == ["staging", "discarded"]
+    ]
+    assert discarded in cut and len(cut) == 2, chain["after"]["log"]  # both killed ones
     assert chain["race_stage_tables"] == []
     # every restatement of the home ended in a terminal state
     assert all(actions[-1] in TERMINAL for actions in chain["after"]["log"].values())
@@ -544,7 +557,7 @@ def test_two_restatements_at_once_one_is_refused_the_other_completes(
     assert winner["status"] == "promoted" and winner["promoted"]
     log = chain["after"]["log"]
     assert log[winner["restatement_id"]] == ["staging", "staged", "promoting", "promoted"]
-    assert sum(actions[0] == "staging" for actions in log.values()) == 4  # the loser: none
+    assert sum(actions[0] == "staging" for actions in log.values()) == 5  # the loser: none
     # the same rows the killed promotion had committed to silver, now everywhere
     stuck = chain["stuck"]["killed"]["fingerprints"]
     assert _silver(chain["after"]["promoted"]) == _silver(stuck)

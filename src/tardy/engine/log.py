@@ -298,14 +298,22 @@ def code_version() -> str | None:
     return f"{commit}-dirty" if dirty else commit
 
 
-def append(spark: SparkSession, entry: LogEntry) -> None:
+def append(spark: SparkSession, *entries: LogEntry) -> None:
+    """Append ``entries`` in one Delta commit: a kill leaves all of them or none."""
     ensure_log(spark)
     schema = spark.table(LOG_TABLE).schema
-    columns = entry.columns()
-    row = tuple(columns.get(name) for name in schema.fieldNames())
-    spark.createDataFrame([row], schema=schema).write.format("delta").mode("append").saveAsTable(
+    rows = []
+    for entry in entries:
+        columns = entry.columns()
+        rows.append(tuple(columns.get(name) for name in schema.fieldNames()))
+    spark.createDataFrame(rows, schema=schema).write.format("delta").mode("append").saveAsTable(
         LOG_TABLE
     )
+
+
+def as_read(entry: LogEntry) -> dict[str, t.Any]:
+    """``entry`` in the shape ``entries`` reads it back in, without a round trip."""
+    return _read(entry.columns())
 
 
 def entries(spark: SparkSession, restatement_id: str | None = None) -> list[dict[str, t.Any]]:

@@ -301,20 +301,19 @@ def stage_and_promote(
             LogEntry(action=Action.BREAKER_TRIPPED, message=message, **base, **details),
         )
         raise BreakerTripped(f"{message}; prod is unchanged (restatement {restatement_id})")
-    with meter.step("log"):
-        log.append(
-            spark,
-            LogEntry(
-                action=Action.STAGED,
-                staged_tables=staged,
-                manifest=manifest,
-                accepted_large_change=bool(review.breaker),
-                message=f"staged {len(staged)} table(s), "
-                f"{sum(1 for table in staged if table.changed)} with changed days",
-                **base,
-                **details,
-            ),
-        )
+    entry = LogEntry(
+        action=Action.STAGED,
+        staged_tables=staged,
+        manifest=manifest,
+        accepted_large_change=bool(review.breaker),
+        message=f"staged {len(staged)} table(s), "
+        f"{sum(1 for table in staged if table.changed)} with changed days",
+        **base,
+        **details,
+    )
+    if not promote:
+        with meter.step("log"):
+            log.append(spark, entry)
     outcome = Outcome(
         restatement_id,
         Status.STAGED,
@@ -332,7 +331,7 @@ def stage_and_promote(
         outcome.environment = environment_name
     if promote:
         with meter.step("promote"):
-            promoted = promote_entry(context, spark, restatement_id, publish=False)
+            promoted = promote_entry(context, spark, restatement_id, publish=False, staging=entry)
         outcome.status = promoted.status
         outcome.promoted = promoted.promoted
         outcome.advanced_watermark = promoted.advanced_watermark
@@ -384,12 +383,44 @@ def publish_versions(
 
 
 def promote_entry(
-    context: Context, spark: SparkSession, restatement_id: str, *, publish: bool = True
+    context: Context,
+    spark: SparkSession,
+    restatement_id: str,
+    *,
+    publish: bool = True,
+    staging: LogEntry | None = None,
 ) -> Outcome:
     """Promote (or finish promoting) a staged restatement, then publish (unless the caller
-    meters publishing itself); the caller holds the lock."""
-    entry, rows = staged_entry(spark, restatement_id)
-    status = rows[-1]["status"]
+    meters publishing itself); the caller holds the lock.
+
+    ``staging``: the ``staged`` entry of a restatement this process has just staged and not
+    yet logged (``tardy restate``). It is appended in the promotion intent's commit, so a
+    kill leaves the restatement either staging (the next command discards the stage) or
+    promoting (the next command finishes it), never staged with nobody to promote it; a
+    refusal appends it alone, leaving the restatement staged for review."""
+    if staging is None:
+        entry, rows = staged_entry(spark, restatement_id)
+        status = rows[-1]["status"]
+    else:
+        entry, status = log.as_read(staging), Action.STAGED
+    unlogged = [staging] if staging else []  # emptied once the intent's commit holds it
+    try:
+        return _promote(context, spark, restatement_id, entry, status, unlogged, publish)
+    except Exception:
+        if unlogged:
+            log.append(spark, *unlogged)
+        raise
+
+
+def _promote(
+    context: Context,
+    spark: SparkSession,
+    restatement_id: str,
+    entry: dict[str, t.Any],
+    status: str,
+    unlogged: list[LogEntry],
+    publish: bool,
+) -> Outcome:
     if status == Action.PROMOTED:
         return Outcome(
             restatement_id, Status.ALREADY_PROMOTED, report_dir=str(report_dir(restatement_id))
@@ -425,8 +456,10 @@ def promote_entry(
     # the restatement staged and prod untouched, to be discarded and restated.
     history = delta.History.of(spark, [table.prod_table for table in staged if table.changed])
     checked = promotion.check(history, restatement_id, staged)
+    promotion.failpoint("intent", 0)
     if status == Action.STAGED:
-        log.append(spark, LogEntry(action=Action.PROMOTING, **base))
+        log.append(spark, *unlogged, LogEntry(action=Action.PROMOTING, **base))
+        unlogged.clear()
     # The change trail before the first commit: prod's version before is still current then
     # (a cached snapshot; time travel to it after the commit costs ~1 s a table).
     trail.record_promotion(
