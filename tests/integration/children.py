@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 import typing as t
 from contextlib import redirect_stderr, redirect_stdout
 from datetime import UTC, date, datetime, timedelta
@@ -88,3 +89,13 @@ def late_sales(prefix: str, start: date, days: t.Iterable[int] = (1, 4), per_day
         for day in days
         for i in range(per_day)
     )
+
+
+def exports_of(printed: str) -> dict[str, str]:
+    """The variables ``python -m tardy.cluster up`` printed as shell ``export`` lines."""
+    return {
+        name: value
+        for line in printed.splitlines()
+        if line.startswith("export ")
+        for name, value in [shlex.split(line.removeprefix("export "))[0].split("=", 1)]
+    }

@@ -34,7 +34,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
-from children import cli_in_process, late_sales
+from children import cli_in_process, exports_of, late_sales
 from homes import Template
 
 from tardy.home import project_root
@@ -133,8 +133,7 @@ CLUSTER_CLI = (sys.executable, "-m", "tardy.cluster")
 
 def cluster_up(env: dict[str, str]) -> dict[str, str]:
     up = run(env, *CLUSTER_CLI, "up")
-    exports = dict(line.removeprefix("export ").split("=", 1) for line in up.stdout.splitlines())
-    return {**env, **exports}
+    return {**env, **exports_of(up.stdout)}
 
 
 @pytest.fixture(scope="module")

@@ -30,12 +30,19 @@ PostgreSQL's JDBC driver); here the cluster as a whole and the command line (``_
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from tardy.cluster.connect import POSTGRES_JDBC, fetch_postgres_jdbc, jar_name, start_connect
+from tardy.cluster.connect import (
+    POSTGRES_JDBC,
+    client_url,
+    fetch_postgres_jdbc,
+    jar_name,
+    start_connect,
+)
 from tardy.cluster.postgres import (
     create_database,
     create_databases,
@@ -122,7 +129,7 @@ def exports(settings: Settings, *, postgres_only: bool = False) -> dict[str, str
     """What a shell needs to use the cluster: the variables gateways `connect` and `cluster`
     of project.yaml read (README, "Running on a cluster")."""
     spark = {
-        "TARDY_SPARK_REMOTE": settings.remote_url,
+        "TARDY_SPARK_REMOTE": client_url(settings),  # the token in it
         "TARDY_SPARK_MASTER": settings.master_url,
         "TARDY_SPARK_DRIVER_HOST": HOST,
         "TARDY_WAREHOUSE": str(settings.warehouse),
@@ -175,7 +182,7 @@ def main(argv: list[str]) -> int:
             up(settings, progress, postgres_only=only)
             _print_status(settings, sys.stderr)
             for name, value in exports(settings, postgres_only=only).items():
-                print(f"export {name}={value}")
+                print(f"export {name}={shlex.quote(value)}")
             return 0
         if command == "database" and len(argv) == 2:
             create_database(settings, argv[1])

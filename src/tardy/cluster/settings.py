@@ -97,6 +97,14 @@ class Settings:
         return self.root / "postgres-password"
 
     @property
+    def connect_token_file(self) -> Path:
+        return self.root / "connect-token"
+
+    @property
+    def connect_conf_file(self) -> Path:
+        return self.run / "connect.conf"
+
+    @property
     def jars(self) -> Path:
         return self.root / "jars"
 
@@ -114,6 +122,7 @@ class Settings:
 
     @property
     def remote_url(self) -> str:
+        """The Connect server's address; a client adds the token (``connect.client_url``)."""
         return f"sc://localhost:{self.connect_port}"
 
 
