@@ -23,6 +23,7 @@ import typing as t
 from pathlib import Path
 
 import pytest
+from children import connect_asks
 
 from tardy import warm
 from tardy.home import project_root
@@ -145,27 +146,11 @@ def test_first_use_under_a_race_starts_one_engine_that_only_its_owner_can_use(
     server = Path(f"/proc/{status['pid']}/cmdline").read_bytes().decode(errors="replace")
     assert token not in server
     assert _listening(status["port"]) == {"127.0.0.1"}
-    probe = (
-        "import sys; from pyspark.sql import SparkSession; "
-        "s = SparkSession.builder.remote(sys.argv[1]).create(); "
-        "print(s.sql('SELECT 41 + 1').first()[0])"
-    )
     url = status["url"]
     for refused in (f"{url}/;token=not-the-secret", url.replace("localhost", "127.0.0.1")):
-        done = subprocess.run(
-            [sys.executable, "-c", probe, refused],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "SPARK_CONNECT_RETRY_MAX": "0"},
-        )
+        done = connect_asks(refused)
         assert done.returncode != 0 and "42" not in done.stdout, refused
-    done = subprocess.run(
-        [sys.executable, "-c", probe, f"{url}/;token={token}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = connect_asks(f"{url}/;token={token}")
     assert done.stdout.strip() == "42", done.stderr[-2000:]
 
     # A command using the engine keeps `tardy engine stop` from pulling it away; --force
