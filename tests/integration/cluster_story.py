@@ -242,6 +242,21 @@ def flow_here(
     return seen
 
 
+def assert_metered(restatement: dict[str, t.Any]) -> list[str]:
+    """The restatement's slowest statements, slowest first, each within its step's seconds
+    (the meter's clock around the step), and every step's statements within the step;
+    returns their labels."""
+    slowest, seconds = restatement["slowest"], restatement["seconds"]
+    assert 0 < len(slowest) <= 5, restatement
+    assert [s["seconds"] for s in slowest] == sorted((s["seconds"] for s in slowest), reverse=True)
+    for statement in slowest:
+        assert 0 < statement["seconds"] <= seconds[statement["step"]] + 0.01, statement
+        assert statement["statement"], statement
+    for step, own in restatement["statement_seconds"].items():
+        assert 0 <= own <= seconds[step] + 0.01, (step, own, seconds)
+    return [s["statement"] for s in slowest]
+
+
 def silver_writes(spark: t.Any) -> list[dict[str, str]]:
     """The operation parameters of every WRITE in the Delta history of silver's physical
     tables."""
@@ -299,4 +314,5 @@ if __name__ == "__main__":
             rollback=False,
             with_run="--no-run" not in sys.argv[3:],
         )
+        story["writes"] = silver_writes(spark_of(opened))
         print(json.dumps(story, default=str))

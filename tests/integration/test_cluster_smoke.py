@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from children import connect_asks
-from cluster_story import SMOKE_REFERENCE, booted, make_feed, run
+from cluster_story import SMOKE_REFERENCE, assert_metered, booted, make_feed, run
 
 STORY = str(Path(__file__).with_name("cluster_story.py"))
 # Ports of its own: neither a developer's cluster (the defaults) nor test_on_cluster's.
@@ -86,6 +86,13 @@ def test_connect_restates_a_late_delivery_as_local_does(
     assert (Path(cluster["TARDY_WAREHOUSE"]) / "bronze.db").is_dir()
     assert not (connected["home"] / "metastore_db").exists()
     assert not (connected["home"] / "warehouse").exists()
+    # The meter over Connect: the client timed each plan it had executed, labelled by its SQL.
+    assert_metered(connected["restatement"])
+    # Every overwrite of silver over Connect carried its interval predicate (`REPLACE WHERE`,
+    # tardy's `exact_writes`; docs/facts.md, fact 2): the plan's and the promotion's.
+    overwrites = [w for w in connected["writes"] if w.get("mode") == "Overwrite"]
+    assert len(overwrites) >= 2, connected["writes"]
+    assert all("event_date" in w.get("predicate", "") for w in overwrites), overwrites
 
 
 def test_the_connect_server_answers_only_its_owner(cluster: dict[str, str]) -> None:

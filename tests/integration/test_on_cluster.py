@@ -39,6 +39,7 @@ from cluster_story import (
     FULL_STORY,
     REFERENCE,
     SQL_VERBS,
+    assert_metered,
     booted,
     flow,
     make_feed,
@@ -141,21 +142,6 @@ def test_connect_gateway_matches_local_and_serialises_two_clients(
     # The meter over Connect: the client timed each plan it had executed, labelled by its SQL.
     labels = assert_metered(seen["restatement"])
     assert any(label.split()[0] in SQL_VERBS for label in labels), labels
-
-
-def assert_metered(restatement: dict[str, t.Any]) -> list[str]:
-    """The restatement's slowest statements, slowest first, each within its step's seconds
-    (the meter's clock around the step), and every step's statements within the step;
-    returns their labels."""
-    slowest, seconds = restatement["slowest"], restatement["seconds"]
-    assert 0 < len(slowest) <= 5, restatement
-    assert [s["seconds"] for s in slowest] == sorted((s["seconds"] for s in slowest), reverse=True)
-    for statement in slowest:
-        assert 0 < statement["seconds"] <= seconds[statement["step"]] + 0.01, statement
-        assert statement["statement"], statement
-    for step, own in restatement["statement_seconds"].items():
-        assert 0 <= own <= seconds[step] + 0.01, (step, own, seconds)
-    return [s["statement"] for s in slowest]
 
 
 @pytest.mark.parametrize("gateway", ["local", "connect"])
