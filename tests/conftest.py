@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).parent / "integration"))
 # docs/testing.md). A module not listed runs after them, in collection order (unit tests:
 # seconds). The templates a unit builds on a fresh clone come first in its time.
 LONGEST_FIRST = (
-    "test_on_cluster",  # ~870 s: a cluster, the connect story, the cluster story, the reference
+    "test_on_cluster",  # long tier, ~870 s: a cluster, the connect and cluster stories
+    "test_cluster_smoke",  # not measured yet: a cluster, one connect client, the oracle
     "test_lakehouse",  # ~450 s (+~210 s: the timeline template, shared with test_status)
     "test_restatement_races",  # ~450 s (+~60 s: the small template, shared)
     "test_interrupted_promotion",  # ~430 s (the warm-engine kill: +~185 s)
