@@ -8,6 +8,8 @@ worker's own engine: the fast tier's guards of rules whose fuller stories are lo
 - The circuit breaker: late sales that move a closed day by more than the threshold stop the
   restatement before promotion, prod unchanged and the trip logged; accepted, the same
   change is promoted.
+- A blocking audit that fails on the staged rows stops the restatement, prod unchanged and
+  the failure logged.
 """
 
 from __future__ import annotations
@@ -80,3 +82,43 @@ def test_the_breaker_stops_a_large_change_and_accepting_it_promotes(opened: t.An
     assert {trip.day for trip in done.diff.breaker} == {late_day}
     after = _prints(context, spark)
     assert after["gold.daily_store_revenue"] != before["gold.daily_store_revenue"]
+
+
+def test_a_failed_blocking_audit_stops_the_restatement_with_prod_untouched(opened: t.Any) -> None:
+    """Prod's quarantine of a day loses its rows, and a late sale lands on that day: silver's
+    reconciliation with bronze cannot hold for it, so the restatement stops before promotion,
+    prod as it was, and the log names the audit."""
+    from prod_checks import physical_table
+
+    from tardy.engine import log
+    from tardy.engine.machine import RestatementError
+    from tardy.engine.restate import restate
+    from tardy.ingest import ingest
+    from tardy.landing import arrival_dir_name
+
+    home, context, spark = opened
+    quarantine = physical_table(context, "silver.sales_quarantine")
+    q_day = spark.sql(f"SELECT MAX(report_date) FROM {quarantine}").first()[0]
+    assert q_day is not None, "the template quarantined no sale"
+    batch = home.landing / "pos" / arrival_dir_name(SMALL_CLOCK.replace(hour=4))
+    batch.mkdir(parents=True)
+    offset = (q_day - SMALL_CONFIG.start).days
+    (batch / "audit.jsonl").write_text(late_sales("AUDIT", SMALL_CONFIG.start, (offset,), 1))
+    assert ingest(spark, home.landing).files_ingested == 1
+    version = spark.sql(f"DESCRIBE HISTORY {quarantine} LIMIT 1").first().version
+    spark.sql(f"DELETE FROM {quarantine} WHERE report_date = DATE'{q_day}'")
+    damaged = _prints(context, spark)
+    try:
+        with pytest.raises(
+            RestatementError,
+            match=f"reconciles_with_bronze on silver.sales_transactions for {q_day}",
+        ):
+            restate(context, spark, "audit gate", accept_large_change=True)
+        assert _prints(context, spark) == damaged  # prod untouched
+        failed = [e for e in log.entries(spark) if e["action"] == "audit_failed"]
+        assert len(failed) == 1, failed
+        assert {(f["audit"], f["model"]) for f in failed[0]["audit_results"][0]["failed"]} == {
+            ("reconciles_with_bronze", "silver.sales_transactions")
+        }
+    finally:
+        spark.sql(f"RESTORE TABLE {quarantine} TO VERSION AS OF {version}")
