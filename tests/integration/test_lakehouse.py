@@ -3,7 +3,10 @@ then a stock restatement, exact interval writes, tardy's restatements, and (last
 rebuild in a second data home.
 
 The tests of this module share one data home, a copy of the ``timeline`` template
-(``timeline.py``), and run in file order.
+(``timeline.py``), and run in file order. The restatements are in the long tier (``make
+test-long``); their fast-tier guards run on the ``small`` template (``test_small_story``,
+``test_small_rules``). The fast tier keeps the checks of the day-by-day build, the audits
+and the request file.
 """
 
 from __future__ import annotations
@@ -158,12 +161,14 @@ def restated(timeline: Timeline, context, spark, data_home) -> dict:
     return content_hashes(context, spark)
 
 
+@pytest.mark.long  # fast guard: test_small_story
 def test_stock_restatement_makes_prod_equal_the_recomputation(
     restated: dict, timeline: Timeline, spark, data_home
 ) -> None:
     assert_prod_equals_recomputation(spark, timeline.files, data_home.landing)
 
 
+@pytest.mark.long  # fast guard: test_small_story
 def test_restating_again_leaves_every_table_identical(
     restated: dict, timeline: Timeline, context, spark
 ) -> None:
@@ -178,6 +183,7 @@ def test_restating_again_leaves_every_table_identical(
 # --- exact interval writes: a void that empties a day, a correction that moves a day ---------
 
 
+@pytest.mark.long  # fast guard: test_small_story
 def test_void_emptying_a_day_and_date_moving_correction_leave_no_stale_rows(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
@@ -193,6 +199,7 @@ def test_void_emptying_a_day_and_date_moving_correction_leave_no_stale_rows(
     assert_prod_equals_recomputation(spark, timeline.files, data_home.landing)
 
 
+@pytest.mark.long  # fast guard: test_small_story
 def test_control_the_stock_spark_strategy_keeps_stale_rows_and_the_audits_catch_them(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
@@ -249,6 +256,7 @@ LATE_SALE = {
 }
 
 
+@pytest.mark.long  # fast guard: test_small_story
 def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     restated: dict, timeline: Timeline, context, spark, data_home, monkeypatch
 ) -> None:
@@ -717,6 +725,7 @@ def physical_hashes(context, spark) -> dict[str, int]:
     return out
 
 
+@pytest.mark.long  # fast guard: test_small_rules
 def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
@@ -1052,6 +1061,7 @@ def revision_of(context, spark, day: date, store: int) -> tuple[int, Decimal, De
     return row.revision, row.first_published_revenue, row.revenue
 
 
+@pytest.mark.long  # fast guards: test_readme_tour, the request test below
 def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_back(
     context, spark, timeline
 ) -> None:
@@ -1243,6 +1253,7 @@ def rebuild_from_files(engine, home: Path, clock: datetime) -> dict:
     return json.loads(out)
 
 
+@pytest.mark.long  # fast guard: test_small_story
 def test_full_rebuild_in_a_second_home_has_the_same_content(
     restated: dict, timeline: Timeline, engine, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
