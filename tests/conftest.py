@@ -47,14 +47,6 @@ LONGEST_FIRST = (
     "test_small_rules",  # ~105 s
     "test_restatement_log",  # ~100 s
 )
-    "test_restatement_races",  # ~450 s (+~60 s: the small template, shared)
-    "test_interrupted_promotion",  # ~430 s (the warm-engine kill: +~185 s)
-    "test_cli",  # ~260 s
-    "test_code_change",  # ~190 s
-    "test_store_dimension",  # ~150 s
-    "test_restatement_log",  # ~100 s
-    "test_warm_engine",  # ~95 s: engines of its own, started and stopped
-)
 # Modules that share a work unit with another one and run after it on the same worker.
 SAME_WORKER_AS: dict[str, str] = {}
 
