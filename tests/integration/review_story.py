@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -174,6 +175,40 @@ def phase_build(child: Child) -> dict[str, t.Any]:
     return out
 
 
+def phase_stuck(child: Child, restatement_id: str) -> dict[str, t.Any]:
+    out: dict[str, t.Any] = {
+        "killed": {
+            "actions": child.actions(restatement_id),
+            "fingerprints": child.fingerprints(),
+            "commits": child.last_commits(),
+        }
+    }
+    # Another writer commits to the gold tables the killed promotion had not reached.
+    child.run(2, select_models=["gold.*"], no_auto_upstream=True)
+    prints, versions = child.fingerprints(), child.versions()
+    out["written"] = {"fingerprints": prints, "versions": versions}
+    out["promote"] = child.cli("promote", restatement_id, "--json")
+    out["restate"] = child.cli("restate", "--reason", "blocked", "--json")
+    out["refused"] = {
+        "fingerprints": child.fingerprints(),
+        "versions": child.versions(),
+        "actions": child.actions(restatement_id),
+        "log_rows": child.log_rows(),
+    }
+    watermarks = child.watermarks()
+    out["discard"] = child.cli("discard", restatement_id)
+    out["discarded"] = {
+        "fingerprints": child.fingerprints(),
+        "versions": child.versions(),
+        "commits": child.last_commits(),
+        "actions": child.actions(restatement_id),
+        "stage_tables": stage_tables(child),
+        "watermarks": [watermarks, child.watermarks()],
+    }
+    out["seconds"] = child.seconds
+    return out
+
+
 def phase_after(child: Child, promoted_id: str) -> dict[str, t.Any]:
     from tardy.engine import log
 
@@ -248,6 +283,38 @@ def stage_tables(child: Child | None = None, home: Path | None = None) -> list[s
     root = child.home.root if child else home
     assert root is not None
     return sorted(p.name for p in (root / "warehouse").glob("sqlmesh__*.db/*__dev__rows"))
+
+
+# -- processes ---------------------------------------------------------------------------------
+
+
+def env_of(home: Path) -> dict[str, str]:
+    env = {**os.environ, "TARDY_HOME": str(home)}
+    env.pop("TARDY_FAILPOINT", None)
+    return env
+
+
+def run_killed(home: Path, failpoint: str, *args: str) -> int:
+    """``tardy <args>`` until ``failpoint`` kills it with its process group; its exit code."""
+    done = subprocess.run(
+        [str(BIN / "tardy"), *args],
+        cwd=project_root(),
+        env={**env_of(home), "TARDY_FAILPOINT": failpoint},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        start_new_session=True,
+    )
+    assert done.returncode == -signal.SIGKILL, f"{failpoint}\n{done.stderr[-3000:]}"
+    return done.returncode
+
+
+def silver_of(prints: dict[str, t.Any]) -> t.Any:
+    return prints["silver.sales_transactions"]
+
+
+def gold_of(prints: dict[str, t.Any]) -> dict[str, t.Any]:
+    return {k: v for k, v in prints.items() if k.startswith("gold.")}
 
 
 # -- the rules' checks, for both tiers ---------------------------------------------------------
@@ -349,3 +416,57 @@ def assert_rollback_refused_after_a_later_run(after: dict[str, t.Any], promoted_
     assert refused["fingerprints"][1] == refused["fingerprints"][0]
     assert refused["versions"][1] == refused["versions"][0]  # no RESTORE
     assert refused["actions"] == ["staging", "staged", "promoting", "promoted"]
+
+
+def assert_stuck_promotion_discarded(
+    build: dict[str, t.Any], promote_killed: dict[str, t.Any], stuck: dict[str, t.Any]
+) -> None:
+    """``tardy promote`` killed after its first table, then another writer committed to the
+    tables it had not reached: promote refuses (2), restate is refused (3) while it is
+    ``promoting``, discard restores what it promoted and drops the stage."""
+    rid = build["again"]["staged"]["out"]["restatement_id"]
+    f0 = build["again"]["fingerprints"]  # prod before the promotion
+    assert promote_killed["code"] == -signal.SIGKILL, promote_killed
+    killed = stuck["killed"]
+    assert killed["actions"] == ["staging", "staged", "promoting"]
+    assert killed["commits"]["silver.sales_transactions"] == ["WRITE", f"tardy:promote:{rid}"]
+    assert silver_of(killed["fingerprints"]) != silver_of(f0)  # silver was promoted ...
+    assert gold_of(killed["fingerprints"]) == gold_of(f0)  # ... gold was not
+
+    written = stuck["written"]["versions"]
+    for model in ("gold.daily_store_revenue", "gold.weekly_store_revenue"):
+        assert written[model] > build["again"]["versions"][model]  # the other writer
+    assert (
+        written["silver.sales_transactions"]
+        == build["again"]["versions"]["silver.sales_transactions"] + 1
+    )  # only the promotion's commit
+
+    promote = stuck["promote"]
+    assert promote["code"] == 2, promote
+    assert "silver.sales_transactions were promoted by an earlier" in promote["out"]["error"]
+    assert f"`tardy discard {rid}`" in promote["out"]["error"]
+    restate = stuck["restate"]
+    assert restate["code"] == 3, restate
+    assert f"restatement {rid} is promoting" in restate["out"]["error"]
+    assert f"`tardy discard {rid}`" in restate["out"]["error"]
+    refused = stuck["refused"]
+    assert refused["fingerprints"] == stuck["written"]["fingerprints"]
+    assert refused["versions"] == written
+    assert refused["actions"] == ["staging", "staged", "promoting"]
+
+    discard = stuck["discard"]
+    assert discard["code"] == 0, discard
+    assert "restored silver.sales_transactions to version" in discard["out"]
+    discarded = stuck["discarded"]
+    assert discarded["actions"] == ["staging", "staged", "promoting", "discarding", "discarded"]
+    assert discarded["commits"]["silver.sales_transactions"] == [
+        "RESTORE",
+        f"tardy:rollback:{rid}",
+    ]
+    assert silver_of(discarded["fingerprints"]) == silver_of(f0)
+    assert gold_of(discarded["fingerprints"]) == gold_of(stuck["written"]["fingerprints"])
+    for model, version in discarded["versions"].items():  # one RESTORE, nothing else
+        expected = written[model] + (model == "silver.sales_transactions")
+        assert version == expected, model
+    assert discarded["stage_tables"] == []
+    assert discarded["watermarks"][1] == discarded["watermarks"][0]  # it was never advanced

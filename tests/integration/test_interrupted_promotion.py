@@ -21,7 +21,9 @@ starts. Three processes in all:
 That first test is in the long tier (``make test-long``). The second guards the same rules in
 the fast tier on the product's default path, the warm engine: a promotion killed mid-statement
 resumed by the next `tardy restate`, a rollback killed after 2 tables finished by running it
-again, the change trail written once, prod equal to a stock full restatement.
+again, the change trail written once; then a restatement of the same rows killed before its
+promotion's intent, discarded and done again by the next; prod equal to a stock full
+restatement.
 """
 
 from __future__ import annotations
@@ -258,6 +260,14 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
         killed_log = tardy_json("log", restatement_id)
         rolled = tardy_json(*rollback)
         rolled_back = tardy_json("fingerprint")
+        # A restatement of the same rows killed with every table staged, before its
+        # promotion's intent: the next one discards its stage and promotes them again.
+        killed = _run(
+            home, str(BIN / "tardy"), "restate", "--reason", "cut", failpoint="intent:0", env=warm
+        )
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        again = tardy_json("restate", "--reason", "after the cut")
+        promoted_again = tardy_json("fingerprint")
         # One engine served every command: the killed clients did not take it down.
         assert tardy_json("engine")["pid"] == started["pid"]
     finally:
@@ -279,6 +289,9 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
     for model, version in rolled["table_versions"].items():
         assert version == promoted["table_versions_after"][model] + 1, model
     assert rolled_back == staged["fingerprint"]
+    cut = again["recovered"].removeprefix("discarded restatement ").split(",")[0]
+    assert again["recovered"] == f"discarded restatement {cut}, interrupted while staging"
+    assert again["status"] == "promoted" and promoted_again == after_resume
 
     _, context, spark = engine.open(home)
     try:
@@ -295,5 +308,5 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
     assert sorted(row[:4] for row in trail if row[4] == "rolled_back") == sorted(
         row[:3] + [flip[row[3]]] for row in trail if row[4] == "promoted"
     )
-    # A stock full restatement of the same bronze equals prod as the promotion had left it.
+    # A stock full restatement of the same bronze equals prod as the promotions left it.
     assert after_resume == rebuilt

@@ -26,7 +26,6 @@ race of two ``tardy restate``:
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -42,9 +41,15 @@ from review_story import (
     assert_dry_run_wrote_nothing,
     assert_promotion_refused_after_a_run_then_discarded,
     assert_rollback_refused_after_a_later_run,
+    assert_stuck_promotion_discarded,
     assert_typed_log,
+    env_of,
+    gold_of,
     phase_after,
     phase_build,
+    phase_stuck,
+    run_killed,
+    silver_of,
     stage_tables,
 )
 
@@ -57,62 +62,7 @@ pytestmark = pytest.mark.long
 TERMINAL = {"promoted", "discarded", "rolled_back", "audit_failed", "breaker_tripped"}
 
 
-def phase_stuck(child: Child, restatement_id: str) -> dict[str, t.Any]:
-    out: dict[str, t.Any] = {
-        "killed": {
-            "actions": child.actions(restatement_id),
-            "fingerprints": child.fingerprints(),
-            "commits": child.last_commits(),
-        }
-    }
-    # Another writer commits to the gold tables the killed promotion had not reached.
-    child.run(2, select_models=["gold.*"], no_auto_upstream=True)
-    prints, versions = child.fingerprints(), child.versions()
-    out["written"] = {"fingerprints": prints, "versions": versions}
-    out["promote"] = child.cli("promote", restatement_id, "--json")
-    out["restate"] = child.cli("restate", "--reason", "blocked", "--json")
-    out["refused"] = {
-        "fingerprints": child.fingerprints(),
-        "versions": child.versions(),
-        "actions": child.actions(restatement_id),
-        "log_rows": child.log_rows(),
-    }
-    watermarks = child.watermarks()
-    out["discard"] = child.cli("discard", restatement_id)
-    out["discarded"] = {
-        "fingerprints": child.fingerprints(),
-        "versions": child.versions(),
-        "commits": child.last_commits(),
-        "actions": child.actions(restatement_id),
-        "stage_tables": stage_tables(child),
-        "watermarks": [watermarks, child.watermarks()],
-    }
-    out["seconds"] = child.seconds
-    return out
-
-
 # -- the parent: real processes ---------------------------------------------------------------
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = {**os.environ, "TARDY_HOME": str(home)}
-    env.pop("TARDY_FAILPOINT", None)
-    return env
-
-
-def _killed(home: Path, failpoint: str, *args: str) -> int:
-    """``tardy <args>`` until ``failpoint`` kills it with its process group; its exit code."""
-    done = subprocess.run(
-        [str(BIN / "tardy"), *args],
-        cwd=project_root(),
-        env={**_env(home), "TARDY_FAILPOINT": failpoint},
-        capture_output=True,
-        text=True,
-        timeout=900,
-        start_new_session=True,
-    )
-    assert done.returncode == -signal.SIGKILL, f"{failpoint}\n{done.stderr[-3000:]}"
-    return done.returncode
 
 
 def _tardy(home: Path, out: Path, *args: str) -> subprocess.Popen:
@@ -120,7 +70,7 @@ def _tardy(home: Path, out: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [str(BIN / "tardy"), *args],
         cwd=project_root(),
-        env=_env(home),
+        env=env_of(home),
         stdout=open(out.with_suffix(".out"), "w"),  # noqa: SIM115 (closed with the process)
         stderr=open(out.with_suffix(".err"), "w"),  # noqa: SIM115
         start_new_session=True,
@@ -158,17 +108,17 @@ def chain(engine: t.Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     engine.release()
     second = results["build"]["again"]["staged"]["out"]["restatement_id"]
     # `tardy promote` of the staged restatement, killed after its first table.
-    results["promote_killed"] = {"code": _killed(home, "promote:1", "promote", second)}
+    results["promote_killed"] = {"code": run_killed(home, "promote:1", "promote", second)}
     done("build, promote killed")
 
     results["stuck"] = phase_stuck(Child(*engine.open(home)), second)
     engine.release()
     # `tardy restate`, killed after staging two tables.
-    code = _killed(home, "stage:2", "restate", "--reason", "killed", "--json")
+    code = run_killed(home, "stage:2", "restate", "--reason", "killed", "--json")
     results["stage_killed"] = {"code": code, "stage_tables": stage_tables(home=home)}
     # `tardy restate` again (it discards that stage first), killed with every table staged,
     # audited and diffed, just before its promotion's intent is logged.
-    code = _killed(home, "intent:0", "restate", "--reason", "killed", "--json")
+    code = run_killed(home, "intent:0", "restate", "--reason", "killed", "--json")
     results["intent_killed"] = {"code": code, "stage_tables": stage_tables(home=home)}
     done("stuck, restate killed twice")
 
@@ -185,14 +135,6 @@ def chain(engine: t.Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     done("after")
     print(json.dumps(results["seconds"]))  # shown with -s: where the time goes
     return results
-
-
-def _silver(prints: dict[str, t.Any]) -> t.Any:
-    return prints["silver.sales_transactions"]
-
-
-def _gold(prints: dict[str, t.Any]) -> dict[str, t.Any]:
-    return {k: v for k, v in prints.items() if k.startswith("gold.")}
 
 
 def test_a_process_that_has_the_home_open_refuses_a_restatement_with_exit_3(
@@ -220,53 +162,7 @@ def test_a_run_while_staged_makes_promotion_refuse_and_discard_then_restate_work
 def test_a_stuck_promotion_whose_prod_changed_is_discarded_by_restoring_what_it_promoted(
     chain: dict[str, t.Any],
 ) -> None:
-    build, stuck = chain["build"], chain["stuck"]
-    rid = build["again"]["staged"]["out"]["restatement_id"]
-    f0 = build["again"]["fingerprints"]  # prod before the promotion
-    assert chain["promote_killed"]["code"] == -signal.SIGKILL, chain["promote_killed"]
-    killed = stuck["killed"]
-    assert killed["actions"] == ["staging", "staged", "promoting"]
-    assert killed["commits"]["silver.sales_transactions"] == ["WRITE", f"tardy:promote:{rid}"]
-    assert _silver(killed["fingerprints"]) != _silver(f0)  # silver was promoted ...
-    assert _gold(killed["fingerprints"]) == _gold(f0)  # ... gold was not
-
-    written = stuck["written"]["versions"]
-    for model in ("gold.daily_store_revenue", "gold.weekly_store_revenue"):
-        assert written[model] > build["again"]["versions"][model]  # the other writer
-    assert (
-        written["silver.sales_transactions"]
-        == build["again"]["versions"]["silver.sales_transactions"] + 1
-    )  # only the promotion's commit
-
-    promote = stuck["promote"]
-    assert promote["code"] == 2, promote
-    assert "silver.sales_transactions were promoted by an earlier" in promote["out"]["error"]
-    assert f"`tardy discard {rid}`" in promote["out"]["error"]
-    restate = stuck["restate"]
-    assert restate["code"] == 3, restate
-    assert f"restatement {rid} is promoting" in restate["out"]["error"]
-    assert f"`tardy discard {rid}`" in restate["out"]["error"]
-    refused = stuck["refused"]
-    assert refused["fingerprints"] == stuck["written"]["fingerprints"]
-    assert refused["versions"] == written
-    assert refused["actions"] == ["staging", "staged", "promoting"]
-
-    discard = stuck["discard"]
-    assert discard["code"] == 0, discard
-    assert "restored silver.sales_transactions to version" in discard["out"]
-    discarded = stuck["discarded"]
-    assert discarded["actions"] == ["staging", "staged", "promoting", "discarding", "discarded"]
-    assert discarded["commits"]["silver.sales_transactions"] == [
-        "RESTORE",
-        f"tardy:rollback:{rid}",
-    ]
-    assert _silver(discarded["fingerprints"]) == _silver(f0)
-    assert _gold(discarded["fingerprints"]) == _gold(stuck["written"]["fingerprints"])
-    for model, version in discarded["versions"].items():  # one RESTORE, nothing else
-        expected = written[model] + (model == "silver.sales_transactions")
-        assert version == expected, model
-    assert discarded["stage_tables"] == []
-    assert discarded["watermarks"][1] == discarded["watermarks"][0]  # it was never advanced
+    assert_stuck_promotion_discarded(chain["build"], chain["promote_killed"], chain["stuck"])
 
 
 def test_a_restatement_killed_while_staging_is_discarded_by_the_next_one(
@@ -310,8 +206,8 @@ def test_two_restatements_at_once_one_is_refused_the_other_completes(
     assert sum(actions[0] == "staging" for actions in log.values()) == 5  # the loser: none
     # the same rows the killed promotion had committed to silver, now everywhere
     stuck = chain["stuck"]["killed"]["fingerprints"]
-    assert _silver(chain["after"]["promoted"]) == _silver(stuck)
-    assert _gold(chain["after"]["promoted"]) != _gold(chain["build"]["again"]["fingerprints"])
+    assert silver_of(chain["after"]["promoted"]) == silver_of(stuck)
+    assert gold_of(chain["after"]["promoted"]) != gold_of(chain["build"]["again"]["fingerprints"])
 
 
 def test_the_log_holds_typed_audits_versions_and_staged_tables(chain: dict[str, t.Any]) -> None:

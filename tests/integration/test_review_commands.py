@@ -1,12 +1,15 @@
 """The review commands on a copy of the ``small`` template, in-process in the worker's warm
-engine: the fast tier's guard of ``test_restatement_races``'s rules that need no kill and no
-race (``review_story``). One real process: the ``tardy restate`` refused while this process
-has the home open.
+engine: the fast tier's guard of ``test_restatement_races``'s rules (``review_story``), without
+its two killed restatements and its race of two processes. Real processes where the process
+is the subject: the ``tardy restate`` refused while this process has the home open, and the
+``tardy promote`` killed after its first table.
 
 A restatement is staged, a run commits, ``tardy promote`` refuses and ``tardy discard`` drops
-it; a dry run writes nothing; the same rows are staged again and promoted; the log is typed;
-after a later daily run, ``tardy rollback`` refuses before restoring anything. Also: the busy
-check names another holder of the state, and ignores this process's own.
+it; a dry run writes nothing; the same rows are staged again and their promotion killed
+half-way; another writer commits, so the stuck promotion is discarded by restoring what it
+promoted; a new restatement promotes the rows; the log is typed; after a later daily run,
+``tardy rollback`` refuses before restoring anything. Also: the busy check names another
+holder of the state, and ignores this process's own.
 """
 
 from __future__ import annotations
@@ -27,9 +30,12 @@ from review_story import (
     assert_dry_run_wrote_nothing,
     assert_promotion_refused_after_a_run_then_discarded,
     assert_rollback_refused_after_a_later_run,
+    assert_stuck_promotion_discarded,
     assert_typed_log,
     phase_after,
     phase_build,
+    phase_stuck,
+    run_killed,
 )
 
 
@@ -37,15 +43,24 @@ from review_story import (
 def story(engine: t.Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.Any]:
     home = tmp_path_factory.mktemp("review") / "home"
     SMALL.copy_to(engine, home)
-    child = Child(*engine.open(home))
     try:
-        build = phase_build(child)
-        again = build["again"]["staged"]["out"]["restatement_id"]
-        promoted = child.cli("promote", again, "--json")
-        after = phase_after(child, again)
+        build = phase_build(Child(*engine.open(home)))
+        engine.release()
+        staged = build["again"]["staged"]["out"]["restatement_id"]
+        promote_killed = {"code": run_killed(home, "promote:1", "promote", staged)}
+        child = Child(*engine.open(home))
+        stuck = phase_stuck(child, staged)
+        promoted = child.cli("restate", "--reason", "the late rows", "--json")
+        after = phase_after(child, promoted["out"]["restatement_id"])
     finally:
         engine.release()
-    return {"build": build, "promoted": promoted, "after": after, "id": again}
+    return {
+        "build": build,
+        "promote_killed": promote_killed,
+        "stuck": stuck,
+        "promoted": promoted,
+        "after": after,
+    }
 
 
 def test_a_process_that_has_the_home_open_refuses_a_restatement_with_exit_3(
@@ -64,7 +79,17 @@ def test_a_run_while_staged_makes_promotion_refuse_and_discard_then_restate_work
     assert_promotion_refused_after_a_run_then_discarded(story["build"])
     promoted = story["promoted"]
     assert promoted["code"] == 0 and promoted["out"]["status"] == "promoted", promoted
-    assert story["after"]["log"][story["id"]] == ["staging", "staged", "promoting", "promoted"]
+    rid = promoted["out"]["restatement_id"]
+    assert story["after"]["log"][rid] == ["staging", "staged", "promoting", "promoted"]
+    silver = "silver.sales_transactions"
+    again = story["build"]["again"]["staged"]["out"]
+    assert promoted["out"]["evaluated"][silver] == again["evaluated"][silver]
+
+
+def test_a_stuck_promotion_whose_prod_changed_is_discarded_by_restoring_what_it_promoted(
+    story: dict[str, t.Any],
+) -> None:
+    assert_stuck_promotion_discarded(story["build"], story["promote_killed"], story["stuck"])
 
 
 def test_the_log_holds_typed_audits_versions_and_staged_tables(story: dict[str, t.Any]) -> None:
@@ -74,7 +99,8 @@ def test_the_log_holds_typed_audits_versions_and_staged_tables(story: dict[str, 
 def test_a_rollback_after_a_later_run_refuses_before_restoring_anything(
     story: dict[str, t.Any],
 ) -> None:
-    assert_rollback_refused_after_a_later_run(story["after"], story["id"])
+    promoted = story["promoted"]["out"]["restatement_id"]
+    assert_rollback_refused_after_a_later_run(story["after"], promoted)
 
 
 # A process holding a POSIX lock on a file, as DuckDB holds its database file; started by a
