@@ -89,8 +89,9 @@ def up(
     progress(f"JDBC driver {POSTGRES_JDBC}")
     fetch_postgres_jdbc(settings)
 
-    progress("master")
-    start_master(settings, parts["master"])
+    if settings.workers:
+        progress("master")
+        start_master(settings, parts["master"])
     for i in range(1, settings.workers + 1):
         progress(f"worker-{i}")
         start_worker(settings, parts[f"worker-{i}"], i)
@@ -135,7 +136,7 @@ def exports(settings: Settings, *, postgres_only: bool = False) -> dict[str, str
         "TARDY_WAREHOUSE": str(settings.warehouse),
         "TARDY_METASTORE_URL": settings.metastore_url,
         "TARDY_METASTORE_JARS": str(settings.jars / jar_name(POSTGRES_JDBC)),
-        "TARDY_SPARK_CORES_MAX": str(settings.workers),  # one executor per worker
+        "TARDY_SPARK_CORES_MAX": str(max(settings.workers, 1)),  # one executor per worker
     }
     return {
         **({} if postgres_only else spark),

@@ -71,7 +71,7 @@ def connect_conf(settings: Settings, password: str, driver_jar: Path) -> dict[st
         "spark.executor.extraJavaOptions": f"-Duser.timezone=UTC {jvm.tuning()}".strip(),
         "spark.executor.memory": settings.executor_memory,
         "spark.executor.cores": "1",
-        "spark.cores.max": str(settings.workers),
+        "spark.cores.max": str(max(settings.workers, 1)),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": str(settings.warehouse),
