@@ -1,7 +1,6 @@
 """The cluster smoke (the fast tier's; the full stories are ``test_on_cluster``'s, in the long
-tier): a real local cluster (PostgreSQL, a Spark standalone master and one worker, a Spark
-Connect server; ``tardy.cluster``) booted on ports of its own, while the `local` oracle is
-built.
+tier): a real local cluster (PostgreSQL and a Spark Connect server running its own executors;
+``tardy.cluster``) booted on ports of its own, while the `local` oracle is built.
 
 On it the `connect` gateway, in one client process, ingests the feed, plans, ingests a late
 delivery (sales of two closed days and the next day's in-grace sales), detects and restates
@@ -28,9 +27,11 @@ from children import connect_asks
 from cluster_story import SMOKE_REFERENCE, assert_metered, booted, make_feed, run
 
 STORY = str(Path(__file__).with_name("cluster_story.py"))
-# Ports of its own: neither a developer's cluster (the defaults) nor test_on_cluster's.
+# Ports of its own: neither a developer's cluster (the defaults) nor test_on_cluster's. No
+# standalone master or worker: the Connect server runs its own executors (docs/cluster.md),
+# three JVMs fewer on the fast tier's 2 cores; test_on_cluster keeps a worker.
 PORTS = {
-    "TARDY_SPARK_WORKERS": "1",
+    "TARDY_SPARK_WORKERS": "0",
     "TARDY_PG_PORT": "26433",
     "TARDY_SPARK_MASTER_PORT": "26077",
     "TARDY_SPARK_MASTER_UI_PORT": "26080",
