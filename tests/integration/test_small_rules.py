@@ -98,8 +98,12 @@ def test_a_failed_blocking_audit_stops_the_restatement_with_prod_untouched(opene
 
     home, context, spark = opened
     quarantine = physical_table(context, "silver.sales_quarantine")
-    q_day = spark.sql(f"SELECT MAX(report_date) FROM {quarantine}").first()[0]
-    assert q_day is not None, "the template quarantined no sale"
+    # A closed day's (restated, not left to the next run): the last quarantined before day 6.
+    closed = SMALL_CONFIG.start + timedelta(days=5)
+    q_day = spark.sql(
+        f"SELECT MAX(report_date) FROM {quarantine} WHERE report_date <= DATE'{closed}'"
+    ).first()[0]
+    assert q_day is not None, "the template quarantined no sale of a closed day"
     batch = home.landing / "pos" / arrival_dir_name(SMALL_CLOCK.replace(hour=4))
     batch.mkdir(parents=True)
     offset = (q_day - SMALL_CONFIG.start).days
