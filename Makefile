@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export TARDY_HOME ?= $(CURDIR)/.tardy
 
-.PHONY: setup demo test unit-test sqlmesh-test chromium lint bench chaos clean \
+.PHONY: setup demo test test-long unit-test sqlmesh-test chromium lint bench chaos clean \
 	cluster-up cluster-down cluster-status cluster-story
 
 setup: $(VENV)/.tardy-setup
@@ -28,8 +28,17 @@ $(VENV)/.tardy-setup: pyproject.toml constraints.txt src/tardy/jars.py src/tardy
 demo: setup
 	$(BIN)/tardy demo
 
+# The fast tier: what gates every landing (CI). The long tier adds the tests marked `long`
+# (the cluster's full stories, the races' long chain, ...), the chaos run and the cluster story
+# with every command a process; it runs before an issue touching the engine, ingest, the
+# gateways, the warm engine or the cluster is resolved (docs/testing.md).
+PYTEST = $(BIN)/python -m pytest -q --durations=15 -n 2 --dist loadscope --no-loadscope-reorder
 test: setup sqlmesh-test chromium
-	$(BIN)/python -m pytest -q --durations=15 -n 2 --dist loadscope --no-loadscope-reorder
+	$(PYTEST) -m "not long"
+
+test-long: setup sqlmesh-test chromium
+	TARDY_CLUSTER_STORY=full $(PYTEST) -m long
+	$(MAKE) chaos
 
 # YAML unit tests run on DuckDB: no Spark, so no warm engine to start for them.
 sqlmesh-test: setup
@@ -61,8 +70,8 @@ chaos: setup
 # A local cluster on loopback under $(TARDY_HOME)/cluster/ (docs/cluster.md): PostgreSQL, a
 # Spark standalone master and two workers, a Spark Connect server. `cluster-up` prints the
 # `export` lines a shell needs (progress on stderr): eval "$$(make -s cluster-up)".
-# Not part of `make test`: the cluster story's long form, every command of the `cluster`
-# gateway a process of its own through the rollback (`make test` runs its short form).
+# The cluster story's long form alone (`make test-long` runs it): every command of the
+# `cluster` gateway a process of its own through the rollback.
 cluster-story: setup
 	TARDY_CLUSTER_STORY=full $(BIN)/python -m pytest -q -s --durations=15 \
 		tests/integration/test_on_cluster.py

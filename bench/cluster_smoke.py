@@ -2,12 +2,14 @@
 table in the Hive metastore, `INSERT ... REPLACE WHERE` into it, read it back, and check on the
 master's web UI that the work ran on the standalone workers. Not part of `make test`.
 
-Run: ``python bench/cluster_smoke.py [sc://localhost:15002] [http://localhost:8080]``.
+Run: ``python bench/cluster_smoke.py [URL] [http://localhost:8080]`` (URL: ``$TARDY_SPARK_REMOTE``,
+which ``eval "$(make -s cluster-up)"`` sets, the token in it).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import urllib.request
@@ -73,7 +75,7 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     sys.exit(
         main(
-            args[0] if args else "sc://localhost:15002",
+            args[0] if args else os.environ["TARDY_SPARK_REMOTE"],
             args[1] if len(args) > 1 else "http://localhost:8080",
         )
     )

@@ -36,7 +36,6 @@ import fcntl
 import hashlib
 import json
 import os
-import secrets
 import subprocess
 import sys
 import time
@@ -48,6 +47,7 @@ from enum import Enum
 from pathlib import Path
 
 from tardy.errors import Refused, TardyError
+from tardy.private import secret, write_private
 from tardy.processes import alive, argv_of, port_answers, stop_group
 
 if t.TYPE_CHECKING:
@@ -235,16 +235,6 @@ def read(paths: Paths) -> Record | None:
         return Record(**json.loads(paths.record.read_text()))
     except (OSError, ValueError, TypeError):
         return None
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` readable by its owner only (created 0600, then renamed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def _is_ours(record: Record, paths: Paths) -> bool:
@@ -451,8 +441,7 @@ def start(paths: Paths, settings: Mapping[str, str]) -> Record:
 
 
 def _spawn_supervisor(paths: Paths, settings: Mapping[str, str], digest: str) -> Record:
-    if not paths.token.exists():
-        write_private(paths.token, secrets.token_urlsafe(32) + "\n")
+    secret(paths.token)
     write_private(paths.dir / "settings.json", json.dumps(dict(settings), sort_keys=True))
     paths.log.parent.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)

@@ -20,6 +20,7 @@ import uuid
 from dataclasses import asdict
 from pathlib import Path
 
+from tardy.private import write_private, write_properties
 from tardy.processes import free_port, port_answers, stop_group
 from tardy.warm import (
     BIND,
@@ -37,7 +38,6 @@ from tardy.warm import (
     reap_dead_clients,
     session_url,
     touch,
-    write_private,
 )
 from tardy.watchdog import probe
 
@@ -58,9 +58,7 @@ def _server_argv(paths: Paths, port: int) -> list[str]:
             "spark.driver.bindAddress": BIND,
         }
     )
-    write_private(
-        paths.server_conf, "".join(f"{k} {_escape(v)}\n" for k, v in sorted(properties.items()))
-    )
+    write_properties(paths.server_conf, properties)
     spark_home = Path(pyspark.__file__).parent
     return [
         str(spark_home / "bin" / "spark-submit"),
@@ -72,11 +70,6 @@ def _server_argv(paths: Paths, port: int) -> list[str]:
         SERVER_CLASS,
         "spark-internal",
     ]
-
-
-def _escape(value: str) -> str:
-    """A Java properties value: backslashes doubled (the file is read by ``Properties``)."""
-    return value.replace("\\", "\\\\")
 
 
 def _open_metastore(paths: Paths, port: int) -> None:

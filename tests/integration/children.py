@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shlex
+import subprocess
+import sys
 import typing as t
 from contextlib import redirect_stderr, redirect_stdout
 from datetime import UTC, date, datetime, timedelta
@@ -87,4 +91,35 @@ def late_sales(prefix: str, start: date, days: t.Iterable[int] = (1, 4), per_day
         + "\n"
         for day in days
         for i in range(per_day)
+    )
+
+
+def exports_of(printed: str) -> dict[str, str]:
+    """The variables ``python -m tardy.cluster up`` printed as shell ``export`` lines."""
+    return {
+        name: value
+        for line in printed.splitlines()
+        if line.startswith("export ")
+        for name, value in [shlex.split(line.removeprefix("export "))[0].split("=", 1)]
+    }
+
+
+# A Spark Connect client in a process of its own (this one may hold a classic session): it
+# prints 42 when the server at the URL answers it.
+_ASK_42 = (
+    "import sys; from pyspark.sql import SparkSession; "
+    "s = SparkSession.builder.remote(sys.argv[1]).create(); "
+    "print(s.sql('SELECT 41 + 1').first()[0])"
+)
+
+
+def connect_asks(url: str) -> subprocess.CompletedProcess[str]:
+    """Ask the Spark Connect server at ``url`` for 41 + 1 (no retries); it answered when
+    the process printed 42."""
+    return subprocess.run(
+        [sys.executable, "-c", _ASK_42, url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SPARK_CONNECT_RETRY_MAX": "0"},
     )

@@ -1,8 +1,11 @@
 """The two user-facing entry points, as a user runs them: fresh processes, a fresh data home.
 
 The processes are the subject where a user meets them first (`tardy demo` on a fresh home, the
-stock `sqlmesh` CLI on it); the re-run of the demo and the reviewer's report run in the
-worker's warm engine (what they compute is the subject, not their start-up)."""
+stock `sqlmesh` CLI on it). The demo runs as a user's does, on the product's default path: the
+data home's warm engine (``TARDY_ENGINE`` unset; the rest of the suite runs Spark in-process),
+the fast tier's run of the main story (ingest -> plan -> detect -> restate -> promote ->
+status) on it. The re-run of the demo and the reviewer's report run in the worker's own
+engine (what they compute is the subject, not their start-up), after `tardy engine stop`."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import typing as t
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,11 +25,16 @@ from tardy.home import project_root
 BIN = Path(sys.executable).parent
 
 
-def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(home: Path, *args: str, default_engine: bool = False) -> subprocess.CompletedProcess[str]:
+    """``args`` as a process on ``home``; with ``default_engine``, on the product's default
+    engine (the warm engine: ``TARDY_ENGINE`` unset), else Spark in-process as the suite."""
+    env = {**os.environ, "TARDY_HOME": str(home)}
+    if default_engine:
+        env.pop("TARDY_ENGINE", None)
     done = subprocess.run(
         args,
         cwd=project_root(),
-        env={**os.environ, "TARDY_HOME": str(home)},
+        env=env,
         capture_output=True,
         text=True,
         timeout=1200,
@@ -35,8 +44,17 @@ def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("demo_home")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[Path]:
+    home = tmp_path_factory.mktemp("demo_home")
+    yield home
+    env = {k: v for k, v in os.environ.items() if k != "TARDY_ENGINE"}
+    subprocess.run(  # whatever the test did: no engine outlives it
+        [str(BIN / "tardy"), "engine", "stop", "--force"],
+        cwd=project_root(),
+        env={**env, "TARDY_HOME": str(home)},
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def in_process(engine, home: Path, *argv: str) -> tuple[str, str]:
@@ -47,7 +65,12 @@ def in_process(engine, home: Path, *argv: str) -> tuple[str, str]:
 
 
 def test_demo_prints_the_summary_and_is_rerunnable(engine, demo_home: Path, tmp_path: Path) -> None:
-    first = run(demo_home, str(BIN / "tardy"), "demo", "--json")
+    first = run(demo_home, str(BIN / "tardy"), "demo", "--json", default_engine=True)
+    engine_status = json.loads(
+        run(demo_home, str(BIN / "tardy"), "engine", "--json", default_engine=True).stdout
+    )
+    run(demo_home, str(BIN / "tardy"), "engine", "stop", default_engine=True)
+    assert engine_status["state"] == "running", engine_status  # the demo ran on it
     summary = json.loads(first.stdout)
     story = summary.pop("story")
     assert_report_pages_render(engine, demo_home, Path(story.pop("report")), story, tmp_path)
@@ -96,11 +119,12 @@ def test_demo_prints_the_summary_and_is_rerunnable(engine, demo_home: Path, tmp_
     assert again_story["restatement"]["status"] == "nothing_to_do"
     assert again_story["named"]["promoted"] == {}
     assert again_story["models"] == {"trained": None}  # kept: no restatement, no retrain
-    # Neither the JVM's start-up banner nor SQLMesh's DuckDB-state warning reaches the
-    # terminal on the embedded default: the JVM's own output is in the data home's log.
+    # Neither the JVM's output nor SQLMesh's DuckDB-state warning reaches the terminal on
+    # the embedded default: the engine's JVM writes to the data home's engine log.
     for noise in ("setLogLevel", "log level", "not recommended for storing SQLMesh state"):
         assert noise not in first.stderr + second_err, noise
-    assert "setLogLevel" in (demo_home / "logs" / "spark-driver.log").read_text()
+    assert "jdk.incubator.vector" in (demo_home / "logs" / "engine.log").read_text()
+    assert "jdk.incubator.vector" not in first.stderr
 
 
 def assert_report_pages_render(

@@ -17,6 +17,13 @@ starts. Three processes in all:
    of the same bronze (``Context.plan`` with ``restate_models``, as ``sqlmesh plan
    --restate-model`` does) equals prod as the promotion left it, the log holds each step and
    the change trail each key's reversal once.
+
+That first test is in the long tier (``make test-long``). The second guards the same rules in
+the fast tier on the product's default path, the warm engine: a promotion killed mid-statement
+resumed by the next `tardy restate`, a rollback killed after 2 tables finished by running it
+again, the change trail written once; then a restatement of the same rows killed before its
+promotion's intent, discarded and done again by the next; prod equal to a stock full
+restatement.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import typing as t
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, cli_in_process, late_sales
 
 from tardy.home import project_root
@@ -127,6 +135,7 @@ def _run(
     )
 
 
+@pytest.mark.long  # its rules' fast guard: the warm-engine test below
 def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(
     engine, tmp_path: Path
 ) -> None:
@@ -230,6 +239,7 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
         assert done.returncode == 0, (argv, done.stderr[-3000:])
         return json.loads(done.stdout)
 
+    rollback = ("rollback", restatement_id, "--reason", "kill test")
     try:
         started = tardy_json("engine", "start")
         killed = _run(
@@ -244,7 +254,21 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
         outcome = tardy_json("restate", "--reason", "resume")
         log = tardy_json("log", restatement_id)
         after_resume = tardy_json("fingerprint")
-        # One engine served every command: the killed client did not take it down.
+        # A rollback killed after restoring 2 tables: run again, it restores the rest.
+        killed = _run(home, str(BIN / "tardy"), *rollback, failpoint="rollback:2", env=warm)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        killed_log = tardy_json("log", restatement_id)
+        rolled = tardy_json(*rollback)
+        rolled_back = tardy_json("fingerprint")
+        # A restatement of the same rows killed with every table staged, before its
+        # promotion's intent: the next one discards its stage and promotes them again.
+        killed = _run(
+            home, str(BIN / "tardy"), "restate", "--reason", "cut", failpoint="intent:0", env=warm
+        )
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        again = tardy_json("restate", "--reason", "after the cut")
+        promoted_again = tardy_json("fingerprint")
+        # One engine served every command: the killed clients did not take it down.
         assert tardy_json("engine")["pid"] == started["pid"]
     finally:
         _run(home, str(BIN / "tardy"), "engine", "stop", env=warm)
@@ -257,18 +281,32 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
     for model, before in promoted["table_versions_before"].items():
         assert promoted["table_versions_after"][model] == before + 1, model
     assert after_resume != staged["fingerprint"]
+    # The rollback: its intent was left by the kill; run again, each table got one RESTORE
+    # after the promotion's commit (so no late commit of the killed promote landed between)
+    # and prod is exactly as before the restatement.
+    assert killed_log[-1]["action"] == "rolling_back"
+    assert len(rolled["table_versions"]) == tables
+    for model, version in rolled["table_versions"].items():
+        assert version == promoted["table_versions_after"][model] + 1, model
+    assert rolled_back == staged["fingerprint"]
+    cut = again["recovered"].removeprefix("discarded restatement ").split(",")[0]
+    assert again["recovered"] == f"discarded restatement {cut}, interrupted while staging"
+    assert again["status"] == "promoted" and promoted_again == after_resume
 
     _, context, spark = engine.open(home)
     try:
-        from tardy.engine.delta import version
-
-        versions = {
-            model: version(spark, context.get_snapshot(model, raise_if_missing=True).table_name())
-            for model in promoted["table_versions_after"]
-        }
+        trail = _trail(spark, restatement_id)
         rebuilt = stock_full_restatement(context)
     finally:
         engine.release()
-    # No commit landed after the resume read the tables' history.
-    assert versions == promoted["table_versions_after"]
+    # The change trail: each changed key once per action, whatever the kills, and the
+    # rollback's rows reverse the promotion's.
+    for action in ("promoted", "rolled_back"):
+        rows = [tuple(row[:3]) for row in trail if row[4] == action]
+        assert rows and len(set(rows)) == len(rows), action
+    flip = {"added": "removed", "removed": "added", "changed": "changed"}
+    assert sorted(row[:4] for row in trail if row[4] == "rolled_back") == sorted(
+        row[:3] + [flip[row[3]]] for row in trail if row[4] == "promoted"
+    )
+    # A stock full restatement of the same bronze equals prod as the promotions left it.
     assert after_resume == rebuilt

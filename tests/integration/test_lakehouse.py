@@ -3,7 +3,10 @@ then a stock restatement, exact interval writes, tardy's restatements, and (last
 rebuild in a second data home.
 
 The tests of this module share one data home, a copy of the ``timeline`` template
-(``timeline.py``), and run in file order.
+(``timeline.py``), and run in file order. The restatements are in the long tier (``make
+test-long``); their fast-tier guards run on the ``small`` template (``test_small_story``,
+``test_small_rules``). The fast tier keeps the checks of the day-by-day build, the audits
+and the request file.
 """
 
 from __future__ import annotations
@@ -14,13 +17,22 @@ from decimal import Decimal
 from pathlib import Path
 
 import oracle
-import pandas as pd
+import prod_checks as checks
 import pytest
 from children import cli_in_process, in_own_home
+from prod_checks import (
+    actual_daily,
+    content_hashes,
+    days_of_transaction,
+    empty_a_day,
+    expected_daily,
+    physical_table,
+    rows_on,
+    sale_line,
+)
 from timeline import CONFIG, GRACE_DAYS, PLAN_AFTER_DAYS, TIMELINE, Timeline, last_complete_day
 
 from tardy import exact_writes
-from tardy.fingerprint import fingerprints
 from tardy.ingest import ingest
 from tardy.landing import arrival_dir_name
 
@@ -53,22 +65,6 @@ def spark(engine, lake_root: Path, context):
 def timeline(lake_root: Path, data_home) -> Timeline:
     facts = json.loads((lake_root.parent / "facts.json").read_text())
     return Timeline.from_facts(facts, data_home.landing)
-
-
-def expected_daily(files, landing: Path) -> dict[tuple[date, int], tuple[int, int, Decimal]]:
-    day = oracle.daily(oracle.silver(oracle.records(sorted(files), landing)))
-    return {
-        key: (int(row.transactions), int(row["items"]), row.revenue) for key, row in day.iterrows()
-    }
-
-
-def actual_daily(spark) -> dict[tuple[date, int], tuple[int, int, Decimal]]:
-    rows = spark.table("gold.daily_store_revenue").collect()
-    return {(r.event_date, r.store_id): (r.transactions, r["items"], r.revenue) for r in rows}
-
-
-def content_hashes(context, spark) -> dict[str, dict[str, object]]:
-    return {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
 
 
 def days_of(table: dict) -> set[date]:
@@ -146,69 +142,14 @@ def test_late_data_beyond_grace_is_exactly_what_prod_lacks(
 # --- after a stock restatement, prod equals the recomputation and a full rebuild -------------
 
 
-def restatement_start(day: date) -> date:
-    """Weekly and monthly rollups rebuild a period only from its first day (see their models)."""
-    return max(CONFIG.start, min(day - timedelta(days=day.weekday()), day.replace(day=1)))
-
-
 def restate_bronze(context, first_day: date, clock: datetime) -> None:
-    """Stock `sqlmesh plan --restate-model bronze.pos_events --start .. --end ..`."""
-    context.plan(
-        "prod",
-        restate_models=["bronze.pos_events"],
-        start=restatement_start(first_day).isoformat(),
-        end=last_complete_day(clock),
-        execution_time=clock,
-        auto_apply=True,
-        no_prompts=True,
-    )
+    checks.restate_bronze(context, first_day, clock, CONFIG.start)
 
 
 def assert_prod_equals_recomputation(
     spark, files, landing: Path, through: date = CONFIG.last_day
 ) -> None:
-    recs = oracle.records(sorted(files), landing)
-    sil = oracle.silver(recs)
-    actual_silver = spark.table("silver.sales_transactions").toPandas().set_index("transaction_id")
-    columns = ["event_date", "store_id", "quantity", "unit_price", "discount", "net_amount"]
-    pd.testing.assert_frame_equal(
-        actual_silver.sort_index()[columns + ["record_type"]],
-        sil[columns + ["record_type"]].astype(actual_silver[columns + ["record_type"]].dtypes),
-        check_names=False,
-    )
-    assert list(actual_silver.sort_index().source_record_id) == list(sil.record_id)
-
-    quarantined = {
-        r.reason: r.n
-        for r in spark.sql(
-            "SELECT reason, COUNT(*) AS n FROM silver.sales_quarantine GROUP BY reason"
-        ).collect()
-    }
-    assert quarantined == oracle.quarantine_counts(recs)
-
-    day = oracle.daily(sil)
-    assert actual_daily(spark) == {
-        k: (int(r.transactions), int(r["items"]), r.revenue) for k, r in day.iterrows()
-    }
-    for unit, table, column in (
-        ("week", "gold.weekly_store_revenue", "week_start"),
-        ("month", "gold.monthly_store_revenue", "month_start"),
-    ):
-        expected = {
-            k: (int(r.transactions), int(r["items"]), r.revenue)
-            for k, r in oracle.rollup(day, unit).iterrows()
-        }
-        actual = {
-            (r[column], r.store_id): (r.transactions, r["items"], r.revenue)
-            for r in spark.table(table).collect()
-        }
-        assert actual == expected, table
-
-    features = {
-        (r.feature_date, r.store_id): (r.revenue_7d, r.revenue_28d, r.transactions_28d)
-        for r in spark.table("gold.store_features").collect()
-    }
-    assert features == oracle.features(day, CONFIG.start, through)
+    checks.assert_prod_equals_recomputation(spark, files, landing, CONFIG.start, through)
 
 
 @pytest.fixture(scope="module")
@@ -220,12 +161,14 @@ def restated(timeline: Timeline, context, spark, data_home) -> dict:
     return content_hashes(context, spark)
 
 
+@pytest.mark.long  # fast guard: test_small_story
 def test_stock_restatement_makes_prod_equal_the_recomputation(
     restated: dict, timeline: Timeline, spark, data_home
 ) -> None:
     assert_prod_equals_recomputation(spark, timeline.files, data_home.landing)
 
 
+@pytest.mark.long  # fast guard: test_small_story
 def test_restating_again_leaves_every_table_identical(
     restated: dict, timeline: Timeline, context, spark
 ) -> None:
@@ -240,61 +183,13 @@ def test_restating_again_leaves_every_table_identical(
 # --- exact interval writes: a void that empties a day, a correction that moves a day ---------
 
 
-def _line(row, record_type: str, event_ts: datetime) -> str:
-    return json.dumps(
-        {
-            "transaction_id": row.transaction_id,
-            "record_type": record_type,
-            "store_id": row.store_id,
-            "product_id": row.product_id,
-            "quantity": row.quantity,
-            "unit_price": float(row.unit_price),
-            "discount": float(row.discount),
-            "event_ts": event_ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
-    )
-
-
-def empty_a_day(spark, data_home, day: date, to_day: date, clock: datetime) -> tuple[Path, str]:
-    """Land a batch that voids every transaction of `day` but one, and moves that one to
-    `to_day` with a correction: after it, `day` has no sale at all. Returns the file and the
-    moved transaction id."""
-    rows = spark.sql(
-        f"SELECT * FROM silver.sales_transactions WHERE event_date = DATE'{day}' "
-        "ORDER BY transaction_id"
-    ).collect()
-    assert len(rows) > 1
-    moved, voided = rows[0], rows[1:]
-    batch = data_home.landing / "pos" / arrival_dir_name(clock - timedelta(hours=1))
-    batch.mkdir(parents=True, exist_ok=True)
-    path = batch / f"manual-{day}.jsonl"
-    lines = [_line(r, "void", r.event_ts) for r in voided]
-    lines.append(_line(moved, "correction", datetime.combine(to_day, time(12))))
-    path.write_text("\n".join(lines) + "\n")
-    assert ingest(spark, data_home.landing).files_ingested == 1
-    return path, moved.transaction_id
-
-
-def rows_on(spark, table: str, column: str, day: date) -> int:
-    return spark.sql(f"SELECT 1 FROM {table} WHERE {column} = DATE'{day}'").count()
-
-
-def days_of_transaction(spark, transaction_id: str) -> list[date]:
-    return [
-        r.event_date
-        for r in spark.sql(
-            "SELECT event_date FROM silver.sales_transactions "
-            f"WHERE transaction_id = '{transaction_id}'"
-        ).collect()
-    ]
-
-
+@pytest.mark.long  # fast guard: test_small_story
 def test_void_emptying_a_day_and_date_moving_correction_leave_no_stale_rows(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
     clock = timeline.builds[-1].clock
     day, to_day = CONFIG.start + timedelta(days=2), CONFIG.start + timedelta(days=4)
-    path, moved = empty_a_day(spark, data_home, day, to_day, clock)
+    path, moved = empty_a_day(spark, data_home.landing, day, to_day, clock)
     timeline.files.add(path)
     restate_bronze(context, CONFIG.start, clock)
 
@@ -304,6 +199,7 @@ def test_void_emptying_a_day_and_date_moving_correction_leave_no_stale_rows(
     assert_prod_equals_recomputation(spark, timeline.files, data_home.landing)
 
 
+@pytest.mark.long  # fast guard: test_small_story
 def test_control_the_stock_spark_strategy_keeps_stale_rows_and_the_audits_catch_them(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
@@ -316,7 +212,7 @@ def test_control_the_stock_spark_strategy_keeps_stale_rows_and_the_audits_catch_
     clock = timeline.builds[-1].clock
     day, to_day = CONFIG.start + timedelta(days=3), CONFIG.start + timedelta(days=5)
     before = rows_on(spark, "silver.sales_transactions", "event_date", day)
-    path, moved = empty_a_day(spark, data_home, day, to_day, clock)
+    path, moved = empty_a_day(spark, data_home.landing, day, to_day, clock)
     timeline.files.add(path)
     SparkEngineAdapter.INSERT_OVERWRITE_STRATEGY = InsertOverwriteStrategy.INSERT_OVERWRITE
     # project.yaml's `before_all` switches exact writes on at the start of every plan (its
@@ -360,6 +256,7 @@ LATE_SALE = {
 }
 
 
+@pytest.mark.long  # fast guard: test_small_story
 def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     restated: dict, timeline: Timeline, context, spark, data_home, monkeypatch
 ) -> None:
@@ -394,11 +291,13 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         f"WHERE event_date = DATE'{CONFIG.start + timedelta(days=9)}' AND record_type = 'sale' "
         "ORDER BY transaction_id"
     ).first()
-    lines = [_line(r, "void", r.event_ts) for r in sales]
+    lines = [sale_line(r, "void", r.event_ts) for r in sales]
     lines.append(
-        _line(moved, "correction", datetime.combine(moved.event_date, time(9)) + timedelta(days=2))
+        sale_line(
+            moved, "correction", datetime.combine(moved.event_date, time(9)) + timedelta(days=2)
+        )
     )
-    lines.append(_line(duplicated, "sale", duplicated.event_ts))
+    lines.append(sale_line(duplicated, "sale", duplicated.event_ts))
     lines.append(
         json.dumps({**LATE_SALE, "event_ts": f"{CONFIG.start + timedelta(days=9)}T10:00:00Z"})
     )
@@ -826,6 +725,7 @@ def physical_hashes(context, spark) -> dict[str, int]:
     return out
 
 
+@pytest.mark.long  # fast guard: test_small_rules
 def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
@@ -862,7 +762,7 @@ def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
 
     # A blocking audit failing on the staged data: damage the prod quarantine of the day so
     # that silver's reconciliation with bronze cannot hold for it.
-    quarantine = _physical(context, "silver.sales_quarantine")
+    quarantine = physical_table(context, "silver.sales_quarantine")
     q_day = (
         spark.sql(
             f"SELECT report_date FROM {quarantine} WHERE report_date <= DATE'{day}' "
@@ -911,12 +811,6 @@ def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
     from tardy.engine.detect import detect
 
     assert detect(context, spark).impacted["silver.sales_transactions"]
-
-
-def _physical(context, model: str) -> str:
-    from tardy.engine.sqlmesh_api import prod_snapshots, spark_name
-
-    return spark_name(prod_snapshots(context)[model].table_name())
 
 
 # --- every blocking audit fails on a table damaged the way it guards against -----------------
@@ -978,11 +872,13 @@ DAMAGES = [
 
 @pytest.mark.parametrize(("model", "audit_name", "damage"), DAMAGES)
 def test_each_audit_passes_on_prod_and_fails_on_a_damaged_copy(
-    model: str, audit_name: str, damage: str, context, spark
+    model: str, audit_name: str, damage: str, restated: dict, context, spark
 ) -> None:
     """The audits run by tardy's engine (SQLMesh renders them) over a clone of prod, on two
     intervals (the first and the last period): clean, the audit returns nothing; after one
-    statement damaging the last period, it returns rows and blocks. An audit runs once over
+    statement damaging the last period, it returns rows and blocks. Prod reflects bronze
+    (``restated``: the day-by-day build leaves late rows beyond the grace window out, which
+    silver's reconciliation with bronze rightly reports). An audit runs once over
     both intervals (a reconciliation too, through the interval macros), unless it reads
     another table by ``@start_date`` (``oracle.reads_by_bounds``): then once per interval,
     and only its run over the damaged one fails."""
@@ -1167,6 +1063,7 @@ def revision_of(context, spark, day: date, store: int) -> tuple[int, Decimal, De
     return row.revision, row.first_published_revenue, row.revenue
 
 
+@pytest.mark.long  # fast guards: test_readme_tour, the request test below
 def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_back(
     context, spark, timeline
 ) -> None:
@@ -1180,7 +1077,7 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
     from tardy.engine.named import Selection
     from tardy.engine.restate import restate, rollback
 
-    daily = _physical(context, "gold.daily_store_revenue")
+    daily = physical_table(context, "gold.daily_store_revenue")
     day = CONFIG.start + timedelta(days=9)
     clean = content_hashes(context, spark)
     clean_version = spark.sql(f"DESCRIBE HISTORY {daily} LIMIT 1").first().version
@@ -1273,7 +1170,7 @@ def test_a_request_file_stages_on_the_pull_request_and_promotes_on_merge(
     --request`. The commands run in this process, as the CLI's own entry point."""
     from children import cli_in_process
 
-    daily = _physical(context, "gold.daily_store_revenue")
+    daily = physical_table(context, "gold.daily_store_revenue")
     day = CONFIG.start + timedelta(days=4)
     clean = content_hashes(context, spark)
     spark.sql(
@@ -1358,6 +1255,7 @@ def rebuild_from_files(engine, home: Path, clock: datetime) -> dict:
     return json.loads(out)
 
 
+@pytest.mark.long  # fast guard: test_small_story
 def test_full_rebuild_in_a_second_home_has_the_same_content(
     restated: dict, timeline: Timeline, engine, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from children import exports_of
 
 from tardy import lock
 
@@ -81,11 +82,7 @@ def postgres() -> Iterator[dict[str, str]]:
     up = subprocess.run([*cluster, "up", "postgres"], env=env, capture_output=True, text=True)
     try:
         assert up.returncode == 0, up.stderr
-        exported = dict(
-            line.removeprefix("export ").split("=", 1)
-            for line in up.stdout.splitlines()
-            if line.startswith("export ")
-        )
+        exported = exports_of(up.stdout)
         assert exported["TARDY_PG_PORT"] == env["TARDY_PG_PORT"]
         yield {**exported, "_CLUSTER_HOME": str(home)}
     finally:

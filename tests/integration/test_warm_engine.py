@@ -23,6 +23,7 @@ import typing as t
 from pathlib import Path
 
 import pytest
+from children import connect_asks
 
 from tardy import warm
 from tardy.home import project_root
@@ -145,27 +146,11 @@ def test_first_use_under_a_race_starts_one_engine_that_only_its_owner_can_use(
     server = Path(f"/proc/{status['pid']}/cmdline").read_bytes().decode(errors="replace")
     assert token not in server
     assert _listening(status["port"]) == {"127.0.0.1"}
-    probe = (
-        "import sys; from pyspark.sql import SparkSession; "
-        "s = SparkSession.builder.remote(sys.argv[1]).create(); "
-        "print(s.sql('SELECT 41 + 1').first()[0])"
-    )
     url = status["url"]
     for refused in (f"{url}/;token=not-the-secret", url.replace("localhost", "127.0.0.1")):
-        done = subprocess.run(
-            [sys.executable, "-c", probe, refused],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "SPARK_CONNECT_RETRY_MAX": "0"},
-        )
+        done = connect_asks(refused)
         assert done.returncode != 0 and "42" not in done.stdout, refused
-    done = subprocess.run(
-        [sys.executable, "-c", probe, f"{url}/;token={token}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = connect_asks(f"{url}/;token={token}")
     assert done.stdout.strip() == "42", done.stderr[-2000:]
 
     # A command using the engine keeps `tardy engine stop` from pulling it away; --force
@@ -303,20 +288,23 @@ print(spark.sql("DESCRIBE HISTORY slow").count())
 """
 
 
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
 def test_a_client_killed_mid_statement_leaves_nothing_running(
-    homes: list[Path], tmp_path: Path
+    homes: list[Path], tmp_path: Path, how: signal.Signals
 ) -> None:
-    """A 20-second write whose client is killed -9 four seconds in: on a server, the
-    statement would go on and commit ~16 s later (docs/facts.md, fact 24); the engine
-    interrupts the dead client's session before the next command of the home reads
-    anything, so the table keeps its one version."""
-    home = _home(homes, tmp_path, "killed")
+    """A 20-second write whose client is killed -9 (or interrupted, as Ctrl-C does) four
+    seconds in: on a server, the statement would go on and commit ~16 s later (docs/facts.md,
+    fact 24). Killed, the engine interrupts the dead client's session before the next
+    command of the home reads anything; interrupted, PySpark's client interrupts its own
+    operation before it exits (and its record is gone, so nothing is left to reap). Either
+    way the table keeps its one version."""
+    home = _home(homes, tmp_path, f"killed-{how.name}")
     writer = _sending(home, SLOW_INSERT)
     paths = warm.Paths(home)
     assert (paths.clients / f"{writer.pid}.json").exists()
     time.sleep(4)
-    writer.kill()
-    writer.wait()
+    writer.send_signal(how)
+    writer.wait(timeout=60)
     done = _run(home, sys.executable, "-c", HISTORY_LATER)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "1"  # CREATE TABLE only: no late commit

@@ -22,7 +22,12 @@ from tardy.cluster.settings import MASTER_CLASS, ClusterError, Settings, compone
 @pytest.fixture
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("TARDY_HOME", str(tmp_path))
-    for name in ("TARDY_PG_PORT", "TARDY_SPARK_CONNECT_PORT", "TARDY_SPARK_MASTER_PORT"):
+    for name in (
+        "TARDY_PG_PORT",
+        "TARDY_SPARK_CONNECT_PORT",
+        "TARDY_SPARK_MASTER_PORT",
+        "TARDY_SPARK_WORKERS",
+    ):
         monkeypatch.delenv(name, raising=False)
     return Settings.from_env()
 
@@ -50,6 +55,18 @@ def test_ports_come_from_the_environment(
     monkeypatch.setenv("TARDY_PG_PORT", "five")
     with pytest.raises(ClusterError, match="TARDY_PG_PORT"):
         Settings.from_env()
+
+
+def test_without_workers_the_connect_server_runs_its_own_executors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TARDY_HOME", str(tmp_path))
+    monkeypatch.setenv("TARDY_SPARK_WORKERS", "0")
+    alone = Settings.from_env()
+    assert [c.name for c in components(alone)] == ["postgres", "connect"]
+    assert alone.master_url == f"local[{alone.worker_cores}]"
+    assert exports(alone)["TARDY_SPARK_MASTER"] == alone.master_url
+    assert connect_conf(alone, "secret", Path("/jars/postgresql.jar"))["spark.cores.max"] == "1"
 
 
 def test_a_stale_pid_file_counts_as_stopped(settings: Settings) -> None:

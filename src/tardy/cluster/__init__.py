@@ -30,12 +30,19 @@ PostgreSQL's JDBC driver); here the cluster as a whole and the command line (``_
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from tardy.cluster.connect import POSTGRES_JDBC, fetch_postgres_jdbc, jar_name, start_connect
+from tardy.cluster.connect import (
+    POSTGRES_JDBC,
+    client_url,
+    fetch_postgres_jdbc,
+    jar_name,
+    start_connect,
+)
 from tardy.cluster.postgres import (
     create_database,
     create_databases,
@@ -82,8 +89,9 @@ def up(
     progress(f"JDBC driver {POSTGRES_JDBC}")
     fetch_postgres_jdbc(settings)
 
-    progress("master")
-    start_master(settings, parts["master"])
+    if settings.workers:
+        progress("master")
+        start_master(settings, parts["master"])
     for i in range(1, settings.workers + 1):
         progress(f"worker-{i}")
         start_worker(settings, parts[f"worker-{i}"], i)
@@ -122,13 +130,13 @@ def exports(settings: Settings, *, postgres_only: bool = False) -> dict[str, str
     """What a shell needs to use the cluster: the variables gateways `connect` and `cluster`
     of project.yaml read (README, "Running on a cluster")."""
     spark = {
-        "TARDY_SPARK_REMOTE": settings.remote_url,
+        "TARDY_SPARK_REMOTE": client_url(settings),  # the token in it
         "TARDY_SPARK_MASTER": settings.master_url,
         "TARDY_SPARK_DRIVER_HOST": HOST,
         "TARDY_WAREHOUSE": str(settings.warehouse),
         "TARDY_METASTORE_URL": settings.metastore_url,
         "TARDY_METASTORE_JARS": str(settings.jars / jar_name(POSTGRES_JDBC)),
-        "TARDY_SPARK_CORES_MAX": str(settings.workers),  # one executor per worker
+        "TARDY_SPARK_CORES_MAX": str(max(settings.workers, 1)),  # one executor per worker
     }
     return {
         **({} if postgres_only else spark),
@@ -175,7 +183,7 @@ def main(argv: list[str]) -> int:
             up(settings, progress, postgres_only=only)
             _print_status(settings, sys.stderr)
             for name, value in exports(settings, postgres_only=only).items():
-                print(f"export {name}={value}")
+                print(f"export {name}={shlex.quote(value)}")
             return 0
         if command == "database" and len(argv) == 2:
             create_database(settings, argv[1])

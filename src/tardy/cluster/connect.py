@@ -1,6 +1,12 @@
 """The cluster's Spark Connect server: submitted to the standalone master with Delta, the local
 gateway's session settings and a Hive metastore in the cluster's PostgreSQL, whose JDBC driver
 Spark's own resolver fetches once.
+
+It answers only the cluster's owner: it is started with a token (``spark.connect.authenticate.
+token``, docs/facts.md, fact 26) kept in ``cluster/connect-token`` (0600), and its properties,
+the token and PostgreSQL's password among them, reach ``spark-submit`` in a 0600 properties
+file (``run/connect.conf``), never on its command line. A client's URL carries the token
+(``client_url``); one without it is refused.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from tardy.cluster.settings import (
     Settings,
 )
 from tardy.cluster.spark import spark_env, spark_home, start_spark
+from tardy.private import secret, write_properties
 
 POSTGRES_JDBC = "org.postgresql:postgresql:42.7.14"
 
@@ -38,11 +45,22 @@ SESSION_SETTINGS = {
 }
 
 
+def token(settings: Settings) -> str:
+    """The secret a Connect client presents: generated once, kept in a 0600 file."""
+    return secret(settings.connect_token_file)
+
+
+def client_url(settings: Settings) -> str:
+    """The Connect URL a client of this cluster uses, the token in it."""
+    return f"{settings.remote_url}/;token={token(settings)}"
+
+
 def connect_conf(settings: Settings, password: str, driver_jar: Path) -> dict[str, str]:
     """The Connect server's configuration: the master, Delta, the local gateway's session
-    settings, and a Hive metastore whose database is the cluster's PostgreSQL."""
+    settings, a Hive metastore whose database is the cluster's PostgreSQL, and the token."""
     return {
         "spark.app.name": "tardy-connect",
+        "spark.connect.authenticate.token": token(settings),
         "spark.connect.grpc.binding.address": HOST,
         "spark.connect.grpc.binding.port": str(settings.connect_port),
         "spark.driver.host": HOST,
@@ -53,7 +71,7 @@ def connect_conf(settings: Settings, password: str, driver_jar: Path) -> dict[st
         "spark.executor.extraJavaOptions": f"-Duser.timezone=UTC {jvm.tuning()}".strip(),
         "spark.executor.memory": settings.executor_memory,
         "spark.executor.cores": "1",
-        "spark.cores.max": str(settings.workers),
+        "spark.cores.max": str(max(settings.workers, 1)),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.warehouse.dir": str(settings.warehouse),
@@ -79,16 +97,17 @@ def connect_conf(settings: Settings, password: str, driver_jar: Path) -> dict[st
 
 def start_connect(settings: Settings, component: Component, password: str) -> None:
     driver_jar = postgres_jdbc_jar(settings)
+    write_properties(settings.connect_conf_file, connect_conf(settings, password, driver_jar))
     argv = [
         str(spark_home() / "bin" / "spark-submit"),
         "--master",
         settings.master_url,
+        "--properties-file",
+        str(settings.connect_conf_file),
         "--class",
         CONNECT_CLASS,
+        "spark-internal",
     ]
-    for key, value in connect_conf(settings, password, driver_jar).items():
-        argv += ["--conf", f"{key}={value}"]
-    argv.append("spark-internal")
     start_spark(settings, component, argv, timeout=180)
 
 

@@ -6,7 +6,6 @@ the Hive metastore's).
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,6 +20,7 @@ from tardy.cluster.settings import (
     Component,
     Settings,
 )
+from tardy.private import secret
 
 
 def postgres_bin() -> Path:
@@ -67,12 +67,7 @@ def _run(argv: list[str], what: str, log: Path | None = None) -> str:
 
 def postgres_password(settings: Settings) -> str:
     """The ``tardy`` role's password: generated once, kept in a 0600 file of the cluster."""
-    path = settings.password_file
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_hex(12) + "\n")
-    return path.read_text().strip()
+    return secret(settings.password_file, make="hex")  # hex: safe in a JDBC URL
 
 
 def init_postgres(settings: Settings) -> None:

@@ -97,6 +97,14 @@ class Settings:
         return self.root / "postgres-password"
 
     @property
+    def connect_token_file(self) -> Path:
+        return self.root / "connect-token"
+
+    @property
+    def connect_conf_file(self) -> Path:
+        return self.run / "connect.conf"
+
+    @property
     def jars(self) -> Path:
         return self.root / "jars"
 
@@ -106,6 +114,11 @@ class Settings:
 
     @property
     def master_url(self) -> str:
+        """The standalone master's URL; with no workers (``TARDY_SPARK_WORKERS=0``: the
+        Connect server alone, as the fast tier's smoke runs it) the server's own local
+        executors."""
+        if self.workers == 0:
+            return f"local[{self.worker_cores}]"
         return f"spark://{HOST}:{self.master_port}"
 
     @property
@@ -114,6 +127,7 @@ class Settings:
 
     @property
     def remote_url(self) -> str:
+        """The Connect server's address; a client adds the token (``connect.client_url``)."""
         return f"sc://localhost:{self.connect_port}"
 
 
@@ -137,11 +151,18 @@ def components(settings: Settings) -> list[Component]:
             logs / "postgres.log",
             settings.postgres_data / "postmaster.pid",
             "postgres",
-        ),
-        Component(
-            "master", settings.master_port, logs / "master.log", run / "master.pid", MASTER_CLASS
-        ),
+        )
     ]
+    if settings.workers:  # else the Connect server runs its executors itself
+        parts.append(
+            Component(
+                "master",
+                settings.master_port,
+                logs / "master.log",
+                run / "master.pid",
+                MASTER_CLASS,
+            )
+        )
     for i in range(1, settings.workers + 1):
         parts.append(
             Component(

@@ -1,0 +1,205 @@
+"""The lakehouse's story on the ``small`` template (two stores, ten days, prod planned after
+the last day), in the worker's own engine: the fast tier's guards of ``test_lakehouse``, whose
+fuller story (the ``timeline`` template, built day by day) is in the long tier.
+
+The tests share one copy of the template and run in file order:
+
+1. prod equals the oracle's recomputation of the landing files;
+2. a batch voids a whole day and moves one sale to another day: without exact writes, a stock
+   restatement keeps the day's old rows and the blocking reconciliation refuses them (the
+   control); with them, no stale row is left and prod equals the recomputation; restating
+   again leaves every table identical;
+3. late rows for closed days: ``detect`` finds exactly their days and the closure over the DAG;
+   ``restate`` stages them away from prod as a virtual environment ``table_diff`` reads;
+   promotion makes prod what the environment showed (only changed days) and the
+   recomputation; a rollback restores prod and the rows are detected again.
+"""
+
+from __future__ import annotations
+
+import json
+import typing as t
+from datetime import date, timedelta
+from pathlib import Path
+
+import oracle
+import pytest
+from children import SMALL, SMALL_CLOCK, SMALL_CONFIG
+from prod_checks import (
+    assert_prod_equals_recomputation,
+    content_hashes,
+    days_of_transaction,
+    empty_a_day,
+    restate_bronze,
+    rows_on,
+    sale_line,
+)
+
+from tardy import exact_writes
+from tardy.ingest import ingest
+from tardy.landing import arrival_dir_name
+
+FIRST, LAST = SMALL_CONFIG.start, SMALL_CONFIG.last_day
+
+
+def day(n: int) -> date:
+    return FIRST + timedelta(days=n)
+
+
+def spans(*days: int) -> list[list[str]]:
+    """Consecutive day offsets as SQLMesh's closed intervals: (2, 3, 5) -> [[d2, d3], [d5, d5]]."""
+    out: list[list[str]] = []
+    for n in sorted(days):
+        if out and out[-1][1] == day(n - 1).isoformat():
+            out[-1][1] = day(n).isoformat()
+        else:
+            out.append([day(n).isoformat()] * 2)
+    return out
+
+
+@pytest.fixture(scope="module")
+def opened(engine: t.Any, tmp_path_factory: pytest.TempPathFactory) -> t.Any:
+    root = tmp_path_factory.mktemp("small-story") / "home"
+    SMALL.copy_to(engine, root)
+    return engine.open(root)
+
+
+def prod_is_the_recomputation(spark: t.Any, landing: Path) -> None:
+    assert_prod_equals_recomputation(spark, oracle.sales_files(landing), landing, FIRST, LAST)
+
+
+def test_prod_equals_the_recomputation_of_the_landing_files(opened: t.Any) -> None:
+    home, _, spark = opened
+    prod_is_the_recomputation(spark, home.landing)
+
+
+def test_a_void_of_a_whole_day_and_a_moving_correction_leave_no_stale_rows(
+    opened: t.Any,
+) -> None:
+    """docs/facts.md, fact 2, on this stack: the stock strategy keeps the emptied day's rows,
+    so the exact-writes check below can fail; the audits refuse them."""
+    from sqlmesh.core.engine_adapter.shared import InsertOverwriteStrategy
+    from sqlmesh.core.engine_adapter.spark import SparkEngineAdapter
+    from sqlmesh.utils.errors import PlanError
+
+    home, context, spark = opened
+    emptied, to_day = day(2), day(4)
+    before = rows_on(spark, "silver.sales_transactions", "event_date", emptied)
+    _, moved = empty_a_day(spark, home.landing, emptied, to_day, SMALL_CLOCK)
+
+    SparkEngineAdapter.INSERT_OVERWRITE_STRATEGY = InsertOverwriteStrategy.INSERT_OVERWRITE
+    # project.yaml's `before_all` switches exact writes on at the start of every plan:
+    # stubbed for the control, or it would not run.
+    switch_on = exact_writes.enable
+    exact_writes.enable = lambda: None  # type: ignore[assignment]
+    try:
+        with pytest.raises(PlanError):
+            restate_bronze(context, FIRST, SMALL_CLOCK, FIRST)
+    finally:
+        exact_writes.enable = switch_on  # type: ignore[assignment]
+        exact_writes.enable()
+    assert rows_on(spark, "silver.sales_transactions", "event_date", emptied) == before
+    assert sorted(days_of_transaction(spark, moved)) == [emptied, to_day]
+
+    restate_bronze(context, FIRST, SMALL_CLOCK, FIRST)
+    assert rows_on(spark, "silver.sales_transactions", "event_date", emptied) == 0
+    assert rows_on(spark, "gold.daily_store_revenue", "event_date", emptied) == 0
+    assert days_of_transaction(spark, moved) == [to_day]
+    prod_is_the_recomputation(spark, home.landing)
+
+    restated = content_hashes(context, spark)
+    restate_bronze(context, FIRST, SMALL_CLOCK, FIRST)
+    assert content_hashes(context, spark) == restated
+
+
+def view_hash(spark: t.Any, name: str) -> tuple[int, int]:
+    """Row count and an order-free content hash of a table or view."""
+    row = spark.sql(
+        f"SELECT COUNT(*), SUM(CAST(xxhash64(*) AS DECIMAL(38, 0))) FROM {name}"
+    ).first()
+    return int(row[0]), int(row[1] or 0)
+
+
+def test_late_rows_are_detected_staged_promoted_and_rolled_back_exactly(opened: t.Any) -> None:
+    from tardy.engine.detect import detect
+    from tardy.engine.restate import promote_staged, restate, rollback
+
+    home, context, spark = opened
+    baseline = restate(context, spark, "baseline: prod reflects bronze")
+    assert baseline.status in ("nothing_to_do", "promoted") and baseline.promoted == {}
+
+    voided = spark.sql(
+        f"SELECT * FROM silver.sales_transactions WHERE event_date = DATE'{day(5)}' "
+        "ORDER BY transaction_id"
+    ).first()
+    new_sale = {
+        "transaction_id": "LATE-1",
+        "record_type": "sale",
+        "store_id": 1,
+        "product_id": 1,
+        "quantity": 2,
+        "unit_price": 5.0,
+        "discount": 0.0,
+        "event_ts": f"{day(1)}T10:00:00Z",
+    }
+    invalid = {**new_sale, "transaction_id": "LATE-X", "quantity": -1}
+    invalid["event_ts"] = f"{day(3)}T10:00:00Z"
+    batch = home.landing / "pos" / arrival_dir_name(SMALL_CLOCK + timedelta(hours=2))
+    batch.mkdir(parents=True)
+    lines = [json.dumps(new_sale), sale_line(voided, "void", voided.event_ts), json.dumps(invalid)]
+    (batch / "late.jsonl").write_text("\n".join(lines) + "\n")
+    assert ingest(spark, home.landing).files_ingested == 1
+
+    manifest = detect(context, spark)
+    assert {m: s for m, s in manifest.roots.items() if s} == {
+        "silver.sales_quarantine": spans(3),
+        "silver.sales_transactions": spans(1, 5),
+    }
+    # The closure: silver re-audits the quarantine's day (its reconciliation reads it), gold
+    # reads silver; a week and a month are restated from their first day (never before the
+    # data's first day), the features from the first changed day through the last.
+    weeks = {max(FIRST, day(n) - timedelta(days=day(n).weekday())) for n in (1, 3, 5)}
+    months = {max(FIRST, day(n).replace(day=1)) for n in (1, 3, 5)}
+    daily = spans(1, 3, 5)
+    assert {m: s for m, s in manifest.impacted.items() if s} == {
+        "silver.sales_quarantine": spans(3),
+        "silver.sales_transactions": daily,
+        "gold.daily_store_revenue": daily,
+        "gold.daily_region_revenue": daily,
+        "gold.daily_store_net_revenue": daily,
+        "gold.weekly_store_revenue": [[w.isoformat()] * 2 for w in sorted(weeks)],
+        "gold.monthly_store_revenue": [[m.isoformat()] * 2 for m in sorted(months)],
+        "gold.store_features": [[day(1).isoformat(), LAST.isoformat()]],
+    }
+
+    before = content_hashes(context, spark)
+    staged = restate(context, spark, "late rows", promote=False, accept_large_change=True)
+    assert staged.status == "staged"
+    assert content_hashes(context, spark) == before  # prod untouched while staged
+    env = staged.environment
+    assert staged.views["silver.sales_transactions"] == f"silver__{env}.sales_transactions"
+    as_staged = {model: view_hash(spark, view) for model, view in staged.views.items()}
+    row_diff = context.table_diff(
+        "silver.sales_transactions",
+        staged.views["silver.sales_transactions"],
+        on=["transaction_id"],
+        show=False,
+    )[0].row_diff()
+    assert (row_diff.s_only_count, row_diff.t_only_count) == (1, 1)  # the void; LATE-1
+
+    done = promote_staged(context, spark, staged.restatement_id)
+    assert done.status == "promoted"
+    assert {model: view_hash(spark, model) for model in as_staged} == as_staged
+    assert not spark.catalog.databaseExists(f"silver__{env}")
+    # Only days whose rows changed are promoted: silver's day 3 was re-audited, unchanged.
+    assert done.promoted["silver.sales_transactions"] == spans(1, 5)
+    assert done.promoted["gold.daily_store_revenue"] == spans(1, 5)
+    assert done.promoted["silver.sales_quarantine"] == spans(3)
+    assert days_of_transaction(spark, "LATE-1") == [day(1)]
+    assert days_of_transaction(spark, voided.transaction_id) == []
+    prod_is_the_recomputation(spark, home.landing)
+
+    rollback(context, spark, done.restatement_id, "check the rollback")
+    assert content_hashes(context, spark) == before
+    again = detect(context, spark)
+    assert again.roots["silver.sales_transactions"] == spans(1, 5)
