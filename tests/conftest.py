@@ -39,11 +39,11 @@ LONGEST_FIRST = (
     "test_lakehouse",  # the timeline template (~210 s, shared with test_status), then checks
     "test_interrupted_promotion",  # the warm-engine kill ~240 s (long tier: +~185 s)
     "test_cli",  # ~260 s: the demo on the warm engine
+    "test_review_commands",  # ~260 s: three restatements, three runs, one killed process
     "test_warm_engine",  # engines of its own, started and stopped
+    "test_small_story",  # ~200 s: three stock plans, one restatement, a rollback
     "test_code_change",  # ~190 s
     "test_store_dimension",  # ~150 s
-    "test_small_story",  # not measured yet: three stock plans, one restatement, a rollback
-    "test_review_commands",  # not measured yet: three restatements, two runs
     "test_small_rules",  # ~105 s
     "test_restatement_log",  # ~100 s
 )

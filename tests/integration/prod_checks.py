@@ -164,3 +164,23 @@ def physical_table(context: t.Any, model: str) -> str:
     from tardy.engine.sqlmesh_api import prod_snapshots, spark_name
 
     return spark_name(prod_snapshots(context)[model].table_name())
+
+
+# A new sale of two items at 5.00 (a landing line without its event time), for late batches.
+LATE_SALE = {
+    "transaction_id": "LATE-1",
+    "record_type": "sale",
+    "store_id": 1,
+    "product_id": 1,
+    "quantity": 2,
+    "unit_price": 5.0,
+    "discount": 0.0,
+}
+
+
+def view_hash(spark: t.Any, name: str) -> tuple[int, int]:
+    """Row count and an order-free content hash of a table or view."""
+    row = spark.sql(
+        f"SELECT COUNT(*), SUM(CAST(xxhash64(*) AS DECIMAL(38, 0))) FROM {name}"
+    ).first()
+    return int(row[0]), int(row[1] or 0)

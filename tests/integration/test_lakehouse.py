@@ -21,6 +21,7 @@ import prod_checks as checks
 import pytest
 from children import cli_in_process, in_own_home
 from prod_checks import (
+    LATE_SALE,
     actual_daily,
     content_hashes,
     days_of_transaction,
@@ -29,6 +30,7 @@ from prod_checks import (
     physical_table,
     rows_on,
     sale_line,
+    view_hash,
 )
 from timeline import CONFIG, GRACE_DAYS, PLAN_AFTER_DAYS, TIMELINE, Timeline, last_complete_day
 
@@ -243,17 +245,6 @@ def land_late(spark, data_home, timeline: Timeline, at: datetime, name: str, lin
     (batch / name).write_text("\n".join(lines) + "\n")
     timeline.files.add(batch / name)
     assert ingest(spark, data_home.landing).files_ingested == 1
-
-
-LATE_SALE = {
-    "transaction_id": "LATE-1",
-    "record_type": "sale",
-    "store_id": 1,
-    "product_id": 1,
-    "quantity": 2,
-    "unit_price": 5.0,
-    "discount": 0.0,
-}
 
 
 @pytest.mark.long  # fast guard: test_small_story
@@ -656,14 +647,6 @@ def assert_report_shows_the_emptied_day(context, spark, staged, prod_rows, day: 
     moved = revisions(spark)
     assert moved.days == len([d for d in report.daily if d.revision]) and moved.rows >= len(before)
     assert Decimal(moved.now) - Decimal(moved.first_published) == Decimal(moved.net_change)
-
-
-def view_hash(spark, name: str) -> tuple[int, int]:
-    """Row count and an order-free content hash of a table or view."""
-    row = spark.sql(
-        f"SELECT COUNT(*), SUM(CAST(xxhash64(*) AS DECIMAL(38, 0))) FROM {name}"
-    ).first()
-    return int(row[0]), int(row[1] or 0)
 
 
 def assert_silver_was_written_by_key(context, spark, key_set) -> None:

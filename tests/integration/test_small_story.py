@@ -26,6 +26,7 @@ import oracle
 import pytest
 from children import SMALL, SMALL_CLOCK, SMALL_CONFIG
 from prod_checks import (
+    LATE_SALE,
     assert_prod_equals_recomputation,
     content_hashes,
     days_of_transaction,
@@ -33,6 +34,7 @@ from prod_checks import (
     restate_bronze,
     rows_on,
     sale_line,
+    view_hash,
 )
 
 from tardy import exact_writes
@@ -112,14 +114,6 @@ def test_a_void_of_a_whole_day_and_a_moving_correction_leave_no_stale_rows(
     assert content_hashes(context, spark) == restated
 
 
-def view_hash(spark: t.Any, name: str) -> tuple[int, int]:
-    """Row count and an order-free content hash of a table or view."""
-    row = spark.sql(
-        f"SELECT COUNT(*), SUM(CAST(xxhash64(*) AS DECIMAL(38, 0))) FROM {name}"
-    ).first()
-    return int(row[0]), int(row[1] or 0)
-
-
 def test_late_rows_are_detected_staged_promoted_and_rolled_back_exactly(opened: t.Any) -> None:
     from tardy.engine.detect import detect
     from tardy.engine.restate import promote_staged, restate, rollback
@@ -132,16 +126,7 @@ def test_late_rows_are_detected_staged_promoted_and_rolled_back_exactly(opened: 
         f"SELECT * FROM silver.sales_transactions WHERE event_date = DATE'{day(5)}' "
         "ORDER BY transaction_id"
     ).first()
-    new_sale = {
-        "transaction_id": "LATE-1",
-        "record_type": "sale",
-        "store_id": 1,
-        "product_id": 1,
-        "quantity": 2,
-        "unit_price": 5.0,
-        "discount": 0.0,
-        "event_ts": f"{day(1)}T10:00:00Z",
-    }
+    new_sale = {**LATE_SALE, "event_ts": f"{day(1)}T10:00:00Z"}
     invalid = {**new_sale, "transaction_id": "LATE-X", "quantity": -1}
     invalid["event_ts"] = f"{day(3)}T10:00:00Z"
     batch = home.landing / "pos" / arrival_dir_name(SMALL_CLOCK + timedelta(hours=2))
