@@ -36,7 +36,7 @@ LONGEST_FIRST = (
     "test_on_cluster",  # long tier, ~870 s: a cluster, the connect and cluster stories
     "test_restatement_races",  # long tier, ~450 s (+~60 s: the small template, shared)
     "test_cluster_smoke",  # a cluster, one connect client, the oracle
-    "test_lakehouse",  # the timeline template (~210 s, shared with test_status), then checks
+    "test_lakehouse",  # long tier: the timeline template (~250 s), then its restatements
     "test_interrupted_promotion",  # the warm-engine kill ~240 s (long tier: +~185 s)
     "test_cli",  # ~260 s: the demo on the warm engine
     "test_review_commands",  # ~260 s: three restatements, three runs, one killed process
@@ -45,6 +45,9 @@ LONGEST_FIRST = (
     "test_code_change",  # ~190 s
     "test_store_dimension",  # ~150 s
     "test_small_rules",  # ~105 s
+    "test_small_checks",  # ~100 s alone: the audits, a request file staged and promoted
+    "test_daily_build",  # ~80 s alone: two nightly runs on the small template
+    "test_status",  # ~60 s alone
     "test_restatement_log",  # ~100 s
 )
 # Modules that share a work unit with another one and run after it on the same worker.

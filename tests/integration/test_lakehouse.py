@@ -3,10 +3,10 @@ then a stock restatement, exact interval writes, tardy's restatements, and (last
 rebuild in a second data home.
 
 The tests of this module share one data home, a copy of the ``timeline`` template
-(``timeline.py``), and run in file order. The restatements are in the long tier (``make
-test-long``); their fast-tier guards run on the ``small`` template (``test_small_story``,
-``test_small_rules``). The fast tier keeps the checks of the day-by-day build, the audits
-and the request file.
+(``timeline.py``), and run in file order. The whole module is in the long tier (``make
+test-long``); the fast tier guards its rules on the ``small`` template: the day-by-day build
+(``test_daily_build``), the restatements (``test_small_story``, ``test_small_rules``), the
+audits, named selections and the request file (``test_small_checks``).
 """
 
 from __future__ import annotations
@@ -32,11 +32,21 @@ from prod_checks import (
     sale_line,
     view_hash,
 )
-from timeline import CONFIG, GRACE_DAYS, PLAN_AFTER_DAYS, TIMELINE, Timeline, last_complete_day
+from timeline import (
+    CONFIG,
+    PLAN_AFTER_DAYS,
+    TIMELINE,
+    Timeline,
+    assert_each_day_as_landed,
+    assert_stale_days_arrived_late,
+    last_complete_day,
+)
 
 from tardy import exact_writes
 from tardy.ingest import ingest
 from tardy.landing import arrival_dir_name
+
+pytestmark = pytest.mark.long
 
 
 @pytest.fixture(scope="module")
@@ -69,76 +79,21 @@ def timeline(lake_root: Path, data_home) -> Timeline:
     return Timeline.from_facts(facts, data_home.landing)
 
 
-def days_of(table: dict) -> set[date]:
-    return {day for day, _ in table}
-
-
-def test_python_model_from_python_models_is_loaded(context) -> None:
-    model = context.get_model("gold.store_features")
-    assert model is not None and model.is_python
-    assert model.depends_on == {'"spark_catalog"."gold"."daily_store_revenue"'}
-
-
-def test_bronze_table_matches_its_external_model_declaration(context, spark, timeline) -> None:
-    declared = {
-        name: dtype.sql("spark").upper()
-        for name, dtype in context.get_model("bronze.pos_events").columns_to_types.items()
-    }
-    actual = {
-        f.name: f.dataType.simpleString().upper() for f in spark.table("bronze.pos_events").schema
-    }
-    assert actual == declared
-
-
-def test_exact_interval_writes_are_enabled(context) -> None:
-    assert exact_writes.is_enabled()
-    assert context.engine_adapter.INSERT_OVERWRITE_STRATEGY is exact_writes.STRATEGY
-
-
 def test_each_day_equals_recomputation_of_what_had_landed_when_last_built(
     timeline: Timeline, spark, data_home
 ) -> None:
-    actual = actual_daily(spark)
-    checked = 0
-    for cutoff in {timeline.cutoff_files(d) for d in days_of(actual)}:
-        expected = expected_daily(cutoff, data_home.landing)
-        days = {
-            d for d in days_of(actual) | days_of(expected) if timeline.cutoff_files(d) == cutoff
-        }
-        for key in sorted(k for k in set(actual) | set(expected) if k[0] in days):
-            assert actual.get(key) == expected.get(key), key
-            checked += 1
+    checked = assert_each_day_as_landed(timeline, spark, data_home.landing)
     assert checked >= CONFIG.stores * CONFIG.days * 0.9
 
 
 def test_late_data_beyond_grace_is_exactly_what_prod_lacks(
     timeline: Timeline, spark, data_home
 ) -> None:
-    actual = actual_daily(spark)
-    everything = expected_daily(timeline.files, data_home.landing)
-
-    def on(table: dict, day: date) -> dict:
-        return {k: v for k, v in table.items() if k[0] == day}
-
-    stale = {d for d in days_of(actual) | days_of(everything) if on(actual, d) != on(everything, d)}
     # The previous test showed each day equals a recomputation from the files that had landed
     # when it was last built; so prod lacks exactly the data of the files that landed later.
-    # Those days exist in this scenario, and none is still inside the last run's grace window.
-    assert stale, "the scenario must leave late data beyond the grace window"
-    assert max(stale) < timeline.builds[-1].first_day
-    # Independently of the timeline's bookkeeping: a day is last computed by the run at
-    # midnight grace + 1 days after it (or by the first plan), so only a record that arrived
-    # after that can leave it stale. Every stale day has such a record among the records of
-    # a transaction on that day; a day the daily runs failed to absorb would have none.
-    recs = oracle.records(sorted(timeline.files), data_home.landing)
-    valid = recs[recs["valid"]]
     first_plan = CONFIG.start + timedelta(days=PLAN_AFTER_DAYS)
-    for day in stale:
-        last_day = max(day + timedelta(days=GRACE_DAYS + 1), first_plan)
-        last_built = datetime.combine(last_day, time(0))  # the oracle's arrivals are naive UTC
-        keys = set(valid[valid["event_date"] == day]["transaction_id"])
-        late = valid[valid["transaction_id"].isin(keys) & (valid["arrival_ts"] > last_built)]
-        assert not late.empty, f"{day} is stale but none of its records arrived after {last_built}"
+    stale = assert_stale_days_arrived_late(timeline, spark, data_home.landing, first_plan)
+    assert stale, "the scenario must leave late data beyond the grace window"
 
 
 # --- after a stock restatement, prod equals the recomputation and a full rebuild -------------
@@ -163,14 +118,14 @@ def restated(timeline: Timeline, context, spark, data_home) -> dict:
     return content_hashes(context, spark)
 
 
-@pytest.mark.long  # fast guard: test_small_story
+# fast guard: test_small_story
 def test_stock_restatement_makes_prod_equal_the_recomputation(
     restated: dict, timeline: Timeline, spark, data_home
 ) -> None:
     assert_prod_equals_recomputation(spark, timeline.files, data_home.landing)
 
 
-@pytest.mark.long  # fast guard: test_small_story
+# fast guard: test_small_story
 def test_restating_again_leaves_every_table_identical(
     restated: dict, timeline: Timeline, context, spark
 ) -> None:
@@ -185,7 +140,7 @@ def test_restating_again_leaves_every_table_identical(
 # --- exact interval writes: a void that empties a day, a correction that moves a day ---------
 
 
-@pytest.mark.long  # fast guard: test_small_story
+# fast guard: test_small_story
 def test_void_emptying_a_day_and_date_moving_correction_leave_no_stale_rows(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
@@ -201,7 +156,7 @@ def test_void_emptying_a_day_and_date_moving_correction_leave_no_stale_rows(
     assert_prod_equals_recomputation(spark, timeline.files, data_home.landing)
 
 
-@pytest.mark.long  # fast guard: test_small_story
+# fast guard: test_small_story
 def test_control_the_stock_spark_strategy_keeps_stale_rows_and_the_audits_catch_them(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
@@ -247,7 +202,7 @@ def land_late(spark, data_home, timeline: Timeline, at: datetime, name: str, lin
     assert ingest(spark, data_home.landing).files_ingested == 1
 
 
-@pytest.mark.long  # fast guard: test_small_story
+# fast guard: test_small_story
 def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     restated: dict, timeline: Timeline, context, spark, data_home, monkeypatch
 ) -> None:
@@ -708,7 +663,7 @@ def physical_hashes(context, spark) -> dict[str, int]:
     return out
 
 
-@pytest.mark.long  # fast guard: test_small_rules
+# fast guard: test_small_rules
 def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
@@ -798,239 +753,8 @@ def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
 
 # --- every blocking audit fails on a table damaged the way it guards against -----------------
 
-DAMAGES = [
-    # (model, audit, damage of one period's rows: {t} is the staged table, {p} the period)
-    (
-        "gold.daily_store_revenue",
-        "reconciles_with_silver",
-        "UPDATE {t} SET revenue = revenue + 1 WHERE event_date = DATE'{p}' AND store_id = 1",
-    ),
-    (
-        "gold.daily_store_revenue",
-        "non_negative_amounts",
-        "UPDATE {t} SET items = -1 WHERE event_date = DATE'{p}' AND store_id = 1",
-    ),
-    (
-        "gold.weekly_store_revenue",
-        "reconciles_with_daily",
-        "DELETE FROM {t} WHERE week_start = DATE'{p}' AND store_id = 2",
-    ),
-    (
-        "gold.monthly_store_revenue",
-        "reconciles_with_daily",
-        "UPDATE {t} SET transactions = transactions + 1 WHERE month_start = DATE'{p}'",
-    ),
-    (
-        "silver.sales_transactions",
-        "reconciles_with_bronze",
-        "DELETE FROM {t} WHERE event_date = DATE'{p}' AND store_id = 1",
-    ),
-    (
-        "gold.daily_store_net_revenue",
-        "reconciles_with_refunds",
-        "UPDATE {t} SET refunded = refunded + 1 WHERE event_date = DATE'{p}'",
-    ),
-    (
-        "silver.sales_transactions",
-        "non_negative_amounts",
-        "UPDATE {t} SET discount = -0.01 WHERE event_date = DATE'{p}' AND store_id = 1",
-    ),
-    (
-        "gold.daily_region_revenue",
-        "reconciles_with_store_revenue",
-        "UPDATE {t} SET revenue = revenue + 1 WHERE event_date = DATE'{p}'",
-    ),
-    (
-        "gold.daily_region_revenue",
-        "unique_combination_of_columns",
-        "INSERT INTO {t} SELECT * FROM {t} WHERE event_date = DATE'{p}'",
-    ),
-    (
-        "gold.daily_region_revenue",
-        "non_negative_amounts",
-        "UPDATE {t} SET stores = -1 WHERE event_date = DATE'{p}'",
-    ),
-]
-
-
-@pytest.mark.parametrize(("model", "audit_name", "damage"), DAMAGES)
-def test_each_audit_passes_on_prod_and_fails_on_a_damaged_copy(
-    model: str, audit_name: str, damage: str, restated: dict, context, spark
-) -> None:
-    """The audits run by tardy's engine (SQLMesh renders them) over a clone of prod, on two
-    intervals (the first and the last period): clean, the audit returns nothing; after one
-    statement damaging the last period, it returns rows and blocks. Prod reflects bronze
-    (``restated``: the day-by-day build leaves late rows beyond the grace window out, which
-    silver's reconciliation with bronze rightly reports). An audit runs once over
-    both intervals (a reconciliation too, through the interval macros), unless it reads
-    another table by ``@start_date`` (``oracle.reads_by_bounds``): then once per interval,
-    and only its run over the damaged one fails."""
-    from tardy.engine import audit, sqlmesh_api
-    from tardy.engine.stage import drop_stage
-
-    snapshots = sqlmesh_api.model_snapshots(context)
-    snapshot = next(s for s in snapshots if s.model.name == model)
-    prod = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
-    staged = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False))
-    column = sqlmesh_api.time_column(snapshot)
-    low, period = spark.sql(f"SELECT MIN({column}), MAX({column}) FROM {prod}").first()
-    first = low if low < period else low - timedelta(days=31)  # one month: an empty one before
-    renderer = sqlmesh_api.Renderer.for_prod(context, execution_day=CONFIG.last_day)
-    renderer.stage(snapshot)
-    intervals = [[first.isoformat(), first.isoformat()], [period.isoformat(), period.isoformat()]]
-    by_bounds = oracle.reads_by_bounds(
-        next(a for a, _ in snapshot.model.audits_with_args if a.name == audit_name)
-    )
-    try:
-        spark.sql(f"CREATE TABLE {staged} SHALLOW CLONE {prod}")
-        clean = [
-            r for r in audit.run(spark, renderer, snapshot, intervals) if r.audit == audit_name
-        ]
-        assert [r.spans for r in clean] == ([[i] for i in intervals] if by_bounds else [intervals])
-        assert all(r.rows == 0 for r in clean), clean
-        spark.sql(damage.format(t=staged, p=period))
-        damaged = [
-            r for r in audit.run(spark, renderer, snapshot, intervals) if r.audit == audit_name
-        ]
-        assert [r.spans for r in damaged if r.failed] == [
-            intervals[-1:] if by_bounds else intervals
-        ]
-        assert all(r.blocking for r in damaged), damaged
-    finally:
-        drop_stage(context, spark)
-
-
-# The store dimension is a view: its audits run over a table copy of it, damaged by one
-# statement ({t}), each returning rows where the copy is clean.
-DIMENSION_DAMAGES = [
-    (
-        "no_overlapping_validity",
-        # a second current version of store 1, starting after its first version
-        "INSERT INTO {t} SELECT store_id, valid_from + INTERVAL 1 HOUR, NULL, region, format, "
-        "manager, change_id, is_correction, version + 100, TRUE, record_count, arrival_ts, "
-        "source_record_id FROM {t} WHERE store_id = 1 AND version = 1",
-    ),
-    (
-        # store 1's second version lost: its first version now ends where nothing starts
-        "no_validity_gaps",
-        "DELETE FROM {t} WHERE store_id = 1 AND version = 2",
-    ),
-    (
-        "unique_combination_of_columns",
-        "INSERT INTO {t} SELECT * FROM {t} WHERE store_id = 1 AND version = 1",
-    ),
-]
-
-
-@pytest.mark.parametrize(("audit_name", "damage"), DIMENSION_DAMAGES)
-def test_each_store_dimension_audit_fails_on_a_damaged_copy(
-    audit_name: str, damage: str, context, spark
-) -> None:
-    from tardy.engine import audit, delta, sqlmesh_api
-
-    snapshot = next(
-        s for s in sqlmesh_api.model_snapshots(context) if s.model.name == "silver.store_versions"
-    )
-    prod = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
-    copy = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False))
-    renderer = sqlmesh_api.Renderer.for_prod(context, execution_day=CONFIG.last_day)
-    renderer.stage(snapshot)  # @this_model is the copy
-    day = [[CONFIG.last_day.isoformat()] * 2]
-    try:
-        spark.sql(f"CREATE TABLE {copy} USING delta AS SELECT * FROM {prod}")
-        assert spark.sql(f"SELECT COUNT(*) FROM {copy} WHERE store_id = 1").first()[0] >= 2
-        clean = {r.audit: r for r in audit.run(spark, renderer, snapshot, day)}
-        assert clean[audit_name].rows == 0, clean[audit_name]
-        spark.sql(damage.format(t=copy))
-        damaged = {r.audit: r for r in audit.run(spark, renderer, snapshot, day)}
-        assert damaged[audit_name].failed and damaged[audit_name].blocking, damaged[audit_name]
-    finally:
-        delta.drop_existing(spark, [], [copy])
-
-
-def test_key_restricted_reconciliation_counts_the_recomputed_keys(context, spark) -> None:
-    """Written by key, silver's ``reconciles_with_bronze`` counts only the changed keys' valid
-    rows (and every invalid row of the day): the write left every other key's rows as prod's.
-    On a clone of prod it passes; losing a changed key's row fails it; losing another key's
-    row does not (the restricted audit never reads it), while the stock audit does."""
-    from tardy.engine import audit, delta, sqlmesh_api
-    from tardy.engine.stage import KeyRestriction, drop_stage
-    from tardy.key_index import KEY_INDEX_TABLE, KeySet
-
-    snapshot = next(
-        s
-        for s in sqlmesh_api.model_snapshots(context)
-        if s.model.name == "silver.sales_transactions"
-    )
-    prod = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=True))
-    staged = sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False))
-    day = CONFIG.start + timedelta(days=5)
-    ids = [
-        r.transaction_id
-        for r in spark.sql(
-            f"SELECT transaction_id FROM {prod} WHERE event_date = DATE'{day}' "
-            "ORDER BY transaction_id"
-        ).collect()
-    ]
-    changed, other = ids[:2], ids[-1]
-    listed = ", ".join(f"'{k}'" for k in changed)
-    dates = spark.sql(
-        f"SELECT DISTINCT arrival_date FROM {KEY_INDEX_TABLE} WHERE natural_key IN ({listed})"
-    ).collect()
-    restriction = KeyRestriction(
-        "transaction_id", KeySet(frozenset(changed), frozenset(r.arrival_date for r in dates))
-    )
-    renderer = sqlmesh_api.Renderer.for_prod(context, execution_day=CONFIG.last_day)
-    renderer.stage(snapshot)
-    interval = [[day.isoformat(), day.isoformat()]]
-
-    def reconciliation(variables) -> audit.AuditResult:
-        results = audit.run(spark, renderer, snapshot, interval, variables)
-        return next(r for r in results if r.audit == "reconciles_with_bronze")
-
-    try:
-        spark.sql(f"CREATE TABLE {staged} SHALLOW CLONE {prod}")
-        assert reconciliation(restriction.variables()).rows == 0
-        version = delta.version(spark, staged)
-        spark.sql(f"DELETE FROM {staged} WHERE transaction_id = '{changed[0]}'")
-        lost_changed = reconciliation(restriction.variables())
-        assert lost_changed.failed and lost_changed.blocking
-        delta.restore(spark, staged, version)
-        spark.sql(f"DELETE FROM {staged} WHERE transaction_id = '{other}'")
-        assert reconciliation(restriction.variables()).rows == 0
-        assert reconciliation(None).failed
-    finally:
-        drop_stage(context, spark)
-
 
 # --- named restatements: the models a user names, over a range they choose -------------------
-
-
-def test_named_selection_follows_sqlmesh_restate_model(context) -> None:
-    """Names, wildcards (SQLMesh's selector takes `schema.*`, not a star inside a name) and an
-    external model (standing for the models that read it), as `sqlmesh plan --restate-model`
-    takes them; a selection naming nothing is refused."""
-    from tardy.engine.named import Selection, SelectionError, selected_models
-
-    def names(*selectors: str) -> list[str]:
-        return selected_models(context, Selection(selectors, CONFIG.start, CONFIG.start))
-
-    assert names("gold.weekly_store_revenue") == ["gold.weekly_store_revenue"]
-    gold = names("gold.*")
-    assert set(gold) == {
-        "gold.daily_store_revenue",
-        "gold.daily_region_revenue",
-        "gold.daily_store_net_revenue",
-        "gold.weekly_store_revenue",
-        "gold.monthly_store_revenue",
-        "gold.store_features",
-    }
-    assert gold[0] == "gold.daily_store_revenue"  # upstream first: the others read it
-    assert names("bronze.pos_events") == ["silver.sales_quarantine", "silver.sales_transactions"]
-    # A view (the store dimension) stands for the models reading it, as bronze does.
-    assert names("silver.store_versions") == ["gold.daily_region_revenue"]
-    with pytest.raises(SelectionError, match="names no model"):
-        names("gold.no_such_model")
 
 
 def revision_of(context, spark, day: date, store: int) -> tuple[int, Decimal, Decimal]:
@@ -1046,7 +770,7 @@ def revision_of(context, spark, day: date, store: int) -> tuple[int, Decimal, De
     return row.revision, row.first_published_revenue, row.revenue
 
 
-@pytest.mark.long  # fast guards: test_readme_tour, the request test below
+# fast guards: test_readme_tour, the request test below
 def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_back(
     context, spark, timeline
 ) -> None:
@@ -1144,67 +868,6 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
     assert content_hashes(context, spark) == clean
 
 
-def test_a_request_file_stages_on_the_pull_request_and_promotes_on_merge(
-    context, spark, data_home, tmp_path
-) -> None:
-    """The CI recipe: `tardy restate --request F --no-promote --review R` on the pull request
-    (staged, prod unchanged, the review written), `tardy promote --request F` on merge
-    (promoted; again: already promoted), and a second request discarded by `tardy discard
-    --request`. The commands run in this process, as the CLI's own entry point."""
-    from children import cli_in_process
-
-    daily = physical_table(context, "gold.daily_store_revenue")
-    day = CONFIG.start + timedelta(days=4)
-    clean = content_hashes(context, spark)
-    spark.sql(
-        f"UPDATE {daily} SET revenue = revenue - 7 WHERE event_date = DATE'{day}' AND store_id = 2"
-    )
-    edited = content_hashes(context, spark)
-    request = tmp_path / "restatements" / "store-2-fix.yaml"
-    request.parent.mkdir()
-    request.write_text(
-        f"reason: 'store 2 revenue wrong (OPS-7)'\n"
-        f"models: gold.daily_store_revenue\nstart: {day}\nend: {day}\n"
-    )
-    review = tmp_path / "review.md"
-
-    code, out, err = cli_in_process(
-        "restate", "--request", str(request), "--no-promote", "--review", str(review), "--json"
-    )
-    assert code == 0, err
-    staged = json.loads(out)
-    assert staged["status"] == "staged" and staged["restatement_id"].endswith("-store_2_fix")
-    assert staged["named"]["models"] == ["gold.daily_store_revenue"]
-    assert content_hashes(context, spark) == edited  # staged only
-    text = review.read_text()
-    for part in (
-        staged["restatement_id"],
-        "`gold.daily_store_revenue`",
-        "### Audits",
-        f"tardy promote --request {request}",
-        f"tardy discard --request {request}",
-        f"`<schema>__{staged['environment']}.<table>`",
-    ):
-        assert part in text, part
-    # One of the environment's views as the example query (the JSON's keys are sorted).
-    assert any(f"SELECT * FROM {view}" in text for view in staged["views"].values())
-    assert text == (Path(staged["report_dir"]) / "review.md").read_text()
-
-    code, out, err = cli_in_process("promote", "--request", str(request), "--json")
-    assert code == 0, err
-    assert json.loads(out)["status"] == "promoted"
-    assert content_hashes(context, spark) == clean
-    code, out, _ = cli_in_process("promote", "--request", str(request), "--json")
-    assert (code, json.loads(out)["status"]) == (0, "already_promoted")
-
-    other = request.with_name("nothing.yaml")
-    other.write_text("reason: detected late data, reviewed\n")
-    code, out, err = cli_in_process("discard", "--request", str(other), "--json")
-    assert code == 1 and "no restatement of request nothing" in json.loads(out)["error"]
-    code, out, err = cli_in_process("restate", "--request", str(request), "--reason", "x")
-    assert code == 1 and "not with --reason" in err
-
-
 # --- last: a full rebuild in a second data home (the module's home is closed after it) -------
 
 
@@ -1238,7 +901,7 @@ def rebuild_from_files(engine, home: Path, clock: datetime) -> dict:
     return json.loads(out)
 
 
-@pytest.mark.long  # fast guard: test_small_story
+# fast guard: test_small_story
 def test_full_rebuild_in_a_second_home_has_the_same_content(
     restated: dict, timeline: Timeline, engine, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

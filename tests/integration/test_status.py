@@ -1,8 +1,8 @@
 """`tardy status` on real Spark + Delta: the data watermark, final/provisional days, lateness.
 
-Runs on a copy of the ``timeline`` template (``timeline.py``: three stores over 14 days, built
-day by day with late, duplicated and corrected records) with two and a half more days of
-arrivals that no run has seen yet. It lands a few probe rows of its own (source
+Runs on a copy of the ``small`` template (``children.py``: two stores over ten days, prod
+planned after every ingest) with two and a half more days of arrivals (late, duplicated and
+corrected records among them) that no run has seen yet. It lands a few probe rows of its own (source
 ``status_probe``) whose lateness is known by construction, and checks every number against
 pandas on bronze.
 """
@@ -19,16 +19,16 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from timeline import CONFIG, TIMELINE, midnight
+from children import SMALL, SMALL_CLOCK, SMALL_CONFIG
 
 from tardy.ingest import ingest
 from tardy.landing import arrival_dir_name
 from tardy.simulate import simulate
 
-TIMELINE_CLOCK = midnight(CONFIG.start + timedelta(days=CONFIG.days))  # the template's last run
+CONFIG = SMALL_CONFIG
 
 GRACE = 3
-LATER = TIMELINE_CLOCK + timedelta(days=2, hours=12)  # arrivals past the last run
+LATER = SMALL_CLOCK + timedelta(days=2, hours=12)  # arrivals past the template's plan
 PROBE = "status_probe"
 VIEW = "tardy.daily_store_revenue_status"
 SILVER, DAILY = "silver.sales_transactions", "gold.daily_store_revenue"
@@ -88,7 +88,7 @@ def probe_source(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[None]:
 @pytest.fixture(scope="module")
 def home_root(engine, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("status") / "home"
-    TIMELINE.copy_to(engine, root)
+    SMALL.copy_to(engine, root)
     return root
 
 
