@@ -123,3 +123,25 @@ def connect_asks(url: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         env={**os.environ, "SPARK_CONNECT_RETRY_MAX": "0"},
     )
+
+
+def cli_sequence(env: dict[str, str], *commands: t.Sequence[str]) -> list[tuple[int, str, str]]:
+    """``tardy <argv>`` for each of ``commands``, in order, in one process of its own (one
+    Python start and one SQLMesh load for all of them: a client of the data home's warm
+    engine when ``env`` says so): each one's exit code, stdout and stderr. Every command runs,
+    whatever the ones before it returned."""
+    done = subprocess.run(
+        [sys.executable, __file__, json.dumps([list(argv) for argv in commands])],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [tuple(result) for result in json.loads(done.stdout.splitlines()[-1])]
+
+
+if __name__ == "__main__":  # cli_sequence's process
+    results = [cli_in_process(*argv) for argv in json.loads(sys.argv[1])]
+    print(json.dumps(results))

@@ -39,7 +39,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, cli_in_process, late_sales
+from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, cli_in_process, cli_sequence, late_sales
 from prod_checks import assert_prod_equals_recomputation
 
 from tardy.home import project_root
@@ -234,15 +234,20 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
     engine.release()
     restatement_id, tables = staged["id"], staged["tables"]
     warm = {"TARDY_ENGINE": "on"}
+    environ = {**os.environ, "TARDY_HOME": str(home), **warm}
+    environ.pop("TARDY_FAILPOINT", None)
 
-    def tardy_json(*argv: str) -> t.Any:
-        done = _run(home, str(BIN / "tardy"), *argv, "--json", env=warm)
-        assert done.returncode == 0, (argv, done.stderr[-3000:])
-        return json.loads(done.stdout)
+    def tardy_json(*commands: tuple[str, ...]) -> list[t.Any]:
+        """The commands, each with ``--json``, in one client process of the warm engine
+        (the killed commands are processes of their own)."""
+        done = cli_sequence(environ, *((*argv, "--json") for argv in commands))
+        for argv, (code, out, err) in zip(commands, done, strict=True):
+            assert code == 0, (argv, out[-3000:], err[-3000:])
+        return [json.loads(out) for _, out, _ in done]
 
     rollback = ("rollback", restatement_id, "--reason", "kill test")
     try:
-        started = tardy_json("engine", "start")
+        (started,) = tardy_json(("engine", "start"))
         killed = _run(
             home,
             str(BIN / "tardy"),
@@ -252,25 +257,26 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
             env=warm,
         )
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-        outcome = tardy_json("restate", "--reason", "resume")
-        log = tardy_json("log", restatement_id)
-        after_resume = tardy_json("fingerprint")
+        outcome, log, after_resume = tardy_json(
+            ("restate", "--reason", "resume"), ("log", restatement_id), ("fingerprint",)
+        )
         # A rollback killed after restoring 2 tables: run again, it restores the rest.
         killed = _run(home, str(BIN / "tardy"), *rollback, failpoint="rollback:2", env=warm)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-        killed_log = tardy_json("log", restatement_id)
-        rolled = tardy_json(*rollback)
-        rolled_back = tardy_json("fingerprint")
+        killed_log, rolled, rolled_back = tardy_json(
+            ("log", restatement_id), rollback, ("fingerprint",)
+        )
         # A restatement of the same rows killed with every table staged, before its
         # promotion's intent: the next one discards its stage and promotes them again.
         killed = _run(
             home, str(BIN / "tardy"), "restate", "--reason", "cut", failpoint="intent:0", env=warm
         )
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-        again = tardy_json("restate", "--reason", "after the cut")
-        promoted_again = tardy_json("fingerprint")
+        again, promoted_again, serving = tardy_json(
+            ("restate", "--reason", "after the cut"), ("fingerprint",), ("engine",)
+        )
         # One engine served every command: the killed clients did not take it down.
-        assert tardy_json("engine")["pid"] == started["pid"]
+        assert serving["pid"] == started["pid"]
     finally:
         _run(home, str(BIN / "tardy"), "engine", "stop", env=warm)
     assert outcome["recovered"] == (
