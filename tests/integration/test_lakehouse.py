@@ -57,20 +57,11 @@ def lake_root(engine, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-# The module's home, context and session: the copy, opened in the worker's warm engine.
+# The module's home, opened in the worker's warm engine (conftest's ``context`` and
+# ``spark`` are its).
 @pytest.fixture(scope="module")
 def data_home(engine, lake_root: Path):
     return engine.open(lake_root)[0]
-
-
-@pytest.fixture(scope="module")
-def context(engine, lake_root: Path, data_home):
-    return engine.open(lake_root)[1]
-
-
-@pytest.fixture(scope="module")
-def spark(engine, lake_root: Path, context):
-    return engine.open(lake_root)[2]
 
 
 @pytest.fixture(scope="module")

@@ -26,21 +26,12 @@ CONFIG = SMALL_CONFIG
 
 
 @pytest.fixture(scope="module")
-def home_root(engine, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def data_home(engine, tmp_path_factory: pytest.TempPathFactory):
+    """This module's home: a copy of the ``small`` template, opened in the worker's warm
+    engine (conftest's ``context`` and ``spark`` are its)."""
     root = tmp_path_factory.mktemp("small-checks") / "home"
     SMALL.copy_to(engine, root)
-    return root
-
-
-# The module's context and session: the copy, opened in the worker's warm engine.
-@pytest.fixture(scope="module")
-def context(engine, home_root: Path):
-    return engine.open(home_root)[1]
-
-
-@pytest.fixture(scope="module")
-def spark(engine, home_root: Path, context):
-    return engine.open(home_root)[2]
+    return engine.open(root)[0]
 
 
 def test_python_model_from_python_models_is_loaded(context) -> None:

@@ -86,26 +86,12 @@ def probe_source(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def home_root(engine, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def data_home(engine, tmp_path_factory: pytest.TempPathFactory):
+    """This module's home: a copy of the ``small`` template, opened in the worker's warm
+    engine (conftest's ``context`` and ``spark`` are its)."""
     root = tmp_path_factory.mktemp("status") / "home"
     SMALL.copy_to(engine, root)
-    return root
-
-
-# The module's home, context and session: the copy, opened in the worker's warm engine.
-@pytest.fixture(scope="module")
-def data_home(engine, home_root: Path):
-    return engine.open(home_root)[0]
-
-
-@pytest.fixture(scope="module")
-def context(engine, home_root: Path, data_home):
-    return engine.open(home_root)[1]
-
-
-@pytest.fixture(scope="module")
-def spark(engine, home_root: Path, context):
-    return engine.open(home_root)[2]
+    return engine.open(root)[0]
 
 
 @pytest.fixture(scope="module")
