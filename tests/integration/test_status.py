@@ -2,9 +2,9 @@
 
 Runs on a copy of the ``small`` template (``children.py``: two stores over ten days, prod
 planned after every ingest) with two and a half more days of arrivals (late, duplicated and
-corrected records among them) that no run has seen yet. It lands a few probe rows of its own (source
-``status_probe``) whose lateness is known by construction, and checks every number against
-pandas on bronze.
+corrected records among them) that no run has seen yet. It lands a few probe rows of its own
+(source ``status_probe``) whose lateness is known by construction, and checks every number
+against pandas on bronze.
 """
 
 from __future__ import annotations
