@@ -188,3 +188,33 @@ def test_late_rows_are_detected_staged_promoted_and_rolled_back_exactly(opened: 
     assert content_hashes(context, spark) == before
     again = detect(context, spark)
     assert again.roots["silver.sales_transactions"] == spans(1, 5)
+
+    # Restated again in one call, the change trail comes from the diff (not a second
+    # comparison at promotion, as for ``done``, staged first): the same keys, days, kinds and
+    # values as the rows ``done`` recorded.
+    redone = restate(context, spark, "late rows again", accept_large_change=True)
+    assert redone.promoted == done.promoted
+    assert trail_of(spark, redone.restatement_id) == trail_of(spark, done.restatement_id)
+    prod_is_the_recomputation(spark, home.landing)
+
+
+def trail_of(spark: t.Any, restatement_id: str) -> list[tuple[t.Any, ...]]:
+    """A restatement's promoted trail rows: model, row key, day, change, before, after."""
+    from tardy.engine.trail import changes
+
+    rows = [r for r in changes(spark, restatement_id) if r["action"] == "promoted"]
+    assert rows
+    return sorted(
+        (
+            r["model"],
+            r["row_key"],
+            r["event_date"],
+            r["change"],
+            *map(_text, [r["before"], r["after"]]),
+        )
+        for r in rows
+    )
+
+
+def _text(values: dict[str, str] | None) -> str:
+    return json.dumps(values, sort_keys=True)

@@ -107,10 +107,31 @@ def test_a_version_published_before_two_restatements_re_exports_byte_for_byte(
     again = _json("export", DAILY, "--as-of", f"{DAILY}@v1", "--to", str(tmp_path))
     data = Path(again["path"]).read_bytes()
     assert data == story.bytes_then
-    assert hashlib.sha256(data).hexdigest() == published[f"{DAILY}@v1"]["sha256"]
+    assert hashlib.sha256(data).hexdigest() == again["sha256"]  # the file's own hash
+    assert hash_by_days(data) == published[f"{DAILY}@v1"]["sha256"]
     assert again["publication"]["version"] == 1
     latest = _json("export", DAILY, "--to", str(tmp_path / "latest"))
     assert latest["publication"]["version"] == 3 and latest["sha256"] != again["sha256"]
+    # v3 hashed only the days its promotion changed and took the others' digests from v2:
+    # the same hash as the whole export's days give.
+    assert hash_by_days(Path(latest["path"]).read_bytes()) == latest["publication"]["sha256"]
+
+
+def hash_by_days(data: bytes) -> str:
+    """A version's hash from its export file alone, by the documented rule
+    (docs/versioned-truth.md, "Day digests"): each day's lines (the time column,
+    ``event_date``, first) hashed, then the lines ``<day>,<rows>:<digest>``."""
+    header, *lines = data.decode().split("\n")[:-1]
+    assert header.split(",")[0] == "event_date"
+    days: dict[str, list[str]] = {}
+    for line in lines:
+        days.setdefault(line.split(",", 1)[0], []).append(line + "\n")
+    digests = {
+        day: f"{len(mine)}:{hashlib.sha256(''.join(mine).encode()).hexdigest()}"
+        for day, mine in days.items()
+    }
+    listed = "".join(f"{day},{digest}\n" for day, digest in sorted(digests.items()))
+    return hashlib.sha256(listed.encode()).hexdigest()
 
 
 def test_each_publication_names_the_days_it_changed_and_how_often(story, tmp_path: Path) -> None:
@@ -181,6 +202,17 @@ def test_export_refuses_bytes_that_differ_from_what_was_published(story, tmp_pat
     )
     code, _, err = _cli("export", DAILY, "--as-of", "v1", "--to", str(tmp_path / "damaged"))
     assert code == 1 and "no longer reads the same" in " ".join(err.split())
+    # A day's digest that no longer matches is named.
+    day_a = str(SMALL_CONFIG.start + timedelta(days=DAY_A))
+    DeltaTable.forName(story.spark, TABLE).update(
+        f"table_name = '{DAILY}' AND version = 2",
+        {
+            "day_digests": f"transform_values(day_digests, (k, v) -> "
+            f"CASE WHEN k = '{day_a}' THEN '1:x' ELSE v END)"
+        },
+    )
+    code, _, err = _cli("export", DAILY, "--as-of", "v2", "--to", str(tmp_path / "day"))
+    assert code == 1 and f"1 day(s) ({day_a})" in " ".join(err.split())
 
 
 def test_check_marks_a_version_whose_files_are_gone(story) -> None:

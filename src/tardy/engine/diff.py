@@ -90,10 +90,24 @@ class DayChange:
     changed_keys: int
 
 
+class Change(t.TypedDict):
+    """One changed key as the change trail records it (``trail.record_promotion``): the
+    grain's key, its day, ``added`` / ``removed`` / ``changed``, both rows as JSON."""
+
+    row_key: str
+    event_date: date
+    change: str
+    before: str | None
+    after: str | None
+
+
 @dataclass
 class TableDiff:
     intervals: list[IntervalDiff]
     days: list[DayChange]
+    # Every changed key's rows, for the change trail; None when there were more than the
+    # diff keeps (``CHANGES_PER_DAY``, ``CHANGES_KEPT``).
+    changes: list[Change] | None = None
 
     @property
     def changed_days(self) -> set[date]:
@@ -191,10 +205,10 @@ FROM (
   SELECT b._present AS _in_before, a._present AS _in_after,
          b._row_hash AS _hash_before, a._row_hash AS _hash_after, {key} AS _key,
          {time} AS _time, {interval} AS _interval{measures}{rows}
-  FROM (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present{row} FROM {before}
+  FROM (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {before}
         WHERE {where}) AS b
   FULL OUTER JOIN
-       (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present{row} FROM {after}
+       (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {after}
         WHERE {where}) AS a
     ON {join}
 )
@@ -206,13 +220,22 @@ COUNTS = ", ".join(
     f"{EXAMPLES}) AS examples_{kind}"
     for kind in KINDS
 )
-# One query per table for all its intervals: per interval and day, the counts, the sums and
-# the first few keys of each kind (so the diff reads prod and the staged table once); the
-# tables' queries are one statement (``diff_tables``).
+# A day's changed rows the diff hands to the change trail (``TableDiff.changes``): at most
+# this many per day, and per table ``CHANGES_KEPT`` in all; a table with more has the trail
+# compare prod with its staged rows again at promotion (``trail.record_promotion``).
+CHANGES_PER_DAY = 50
+CHANGES_KEPT = 500
+# One query per table for all its intervals: per interval and day, the counts, the sums,
+# the first few keys of each kind and the changed rows as the trail records them (so the
+# diff reads prod and the staged table once); the tables' queries are one statement
+# (``diff_tables``).
 COUNTS_SQL = """
 SELECT {table} AS _table, _interval, _time, COUNT(_in_before) AS rows_before,
        COUNT(_in_after) AS rows_after, {counts}, {sums_before} AS _sums_before,
-       {sums_after} AS _sums_after
+       {sums_after} AS _sums_after,
+       slice(collect_list(CASE WHEN _kind IS NOT NULL THEN named_struct(
+         'row_key', _row_key, 'change', _kind, 'before', _before, 'after', _after) END),
+         1, {per_day}) AS _changes
 FROM ({diff}) AS _diff
 GROUP BY _interval, _time
 """
@@ -242,7 +265,8 @@ def compare_sql(
     grain plus the time column: one row per key and period, with ``_kind`` added / removed /
     changed (NULL: equal), ``_key``, ``_time`` and ``_interval`` (the index of the interval);
     with ``measures`` every DECIMAL column of both sides (``b_<c>``, ``a_<c>``), with ``rows``
-    both whole rows as JSON (``_before``, ``_after``) and the grain's key (``_row_key``)."""
+    both whole rows of a changed key as JSON (``_before``, ``_after``; NULL for the side it
+    is missing from, and both NULL for an equal row) and the grain's key (``_row_key``)."""
     schema = spark.table(table.prod_table).schema
     columns = [f.name for f in schema.fields]
     decimals = (
@@ -267,10 +291,12 @@ def compare_sql(
         )
         + " END",
         measures="".join(f", b.`{c}` AS `b_{c}`, a.`{c}` AS `a_{c}`" for c in decimals),
-        rows=f", b._row AS _before, a._row AS _after, {key_sql(grain or keys)} AS _row_key"
+        rows=(
+            f", {_changed_row('b', columns)} AS _before, {_changed_row('a', columns)} AS _after"
+            f", {key_sql(grain or keys)} AS _row_key"
+        )
         if rows
         else "",
-        row=f", to_json(named_struct({_named(columns)})) AS _row" if rows else "",
         columns=listed,
         before=before,
         after=after,
@@ -279,9 +305,14 @@ def compare_sql(
     )
 
 
-def _named(columns: list[str]) -> str:
-    """``named_struct`` arguments of the columns as text (decimals keep their scale)."""
-    return ", ".join(f"'{c}', CAST(`{c}` AS STRING)" for c in columns)
+def _changed_row(side: str, columns: list[str]) -> str:
+    """One side's row as JSON of its columns as text (decimals keep their scale), only for a
+    key whose rows differ and that the side holds (else NULL: no JSON for equal rows)."""
+    named = ", ".join(f"'{c}', CAST({side}.`{c}` AS STRING)" for c in columns)
+    return (
+        f"CASE WHEN {side}._present IS NULL OR b._row_hash <=> a._row_hash THEN NULL "
+        f"ELSE to_json(named_struct({named})) END"
+    )
 
 
 def diff_table(spark: SparkSession, staged: StagedTable, grain: list[str]) -> TableDiff:
@@ -308,7 +339,10 @@ def diff_tables(
                 counts=COUNTS,
                 sums_before=_sums_map("b", columns),
                 sums_after=_sums_map("a", columns),
-                diff=compare_sql(spark, staged.prod_table, staged.staged_table, staged, grain),
+                per_day=CHANGES_PER_DAY + 1,
+                diff=compare_sql(
+                    spark, staged.prod_table, staged.staged_table, staged, grain, rows=True
+                ),
             )
         )
     rows: list[list[dict[str, t.Any]]] = [[] for _ in tables]
@@ -342,6 +376,13 @@ def _table_diff(
         )
         for row in rows
     ]
+    changes: list[Change] | None = [
+        Change(event_date=row["_time"], **change.asDict())
+        for row in rows
+        for change in row["_changes"]
+    ]
+    if sum(day.changed_keys for day in days) > min(CHANGES_KEPT, len(changes or [])):
+        changes = None
     out = []
     for i, (first, last) in enumerate(staged.intervals):
         mine = [row for row in rows if row["_interval"] == i]  # none: the interval is empty
@@ -363,7 +404,7 @@ def _table_diff(
                 examples={kind: keys for kind, keys in examples.items() if keys},
             )
         )
-    return TableDiff(out, days)
+    return TableDiff(out, days, changes)
 
 
 def _total(rows: list[dict[str, t.Any]], side: str, column: str) -> str:

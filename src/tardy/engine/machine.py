@@ -34,7 +34,15 @@ from tardy.engine import audit, delta, environment, log, sqlmesh_api, trail
 from tardy.engine import promote as promotion
 from tardy.engine.closure import days_of, ranges
 from tardy.engine.detect import Manifest, advance_watermark
-from tardy.engine.diff import Breaker, Diff, TableDiff, breaker, diff_table, diff_tables
+from tardy.engine.diff import (
+    Breaker,
+    Change,
+    Diff,
+    TableDiff,
+    breaker,
+    diff_table,
+    diff_tables,
+)
 from tardy.engine.log import Action, LogEntry
 from tardy.engine.meter import Meter
 from tardy.engine.plan import Plan, report_dir, snapshot_versions, watermark_target
@@ -45,6 +53,8 @@ from tardy.engine.stage import (
     key_restriction,
     prepare,
     prod_table,
+    rows_table,
+    stage_folder,
     write,
 )
 from tardy.errors import Refused, RestatementFailed
@@ -159,6 +169,9 @@ class Staging:
     tables: list[StagedTable]
     diff: Diff
     audits: list[audit.AuditResult]
+    # The changed keys the diffs found, per model with changed days, for the change trail
+    # (a model whose diff kept none: ``diff.TableDiff.changes``).
+    changes: dict[str, list[Change]] = field(default_factory=dict)
 
 
 def stage_all(
@@ -183,8 +196,9 @@ def stage_all(
     intervals = []
     planned: list[audit.PlannedAudit] = []
     trips = []
-    with meter.step("stage"):  # what a killed restatement or an earlier release left
-        drop_staged(context, spark)
+    with meter.step("stage"):  # what a killed restatement left (its rows come first)
+        if stage_folder().exists():
+            drop_staged(context, spark)
         history = delta.History.of(spark, [prod_table(s) for s in plan.models()])
     # A model no other staged model reads has no days to cascade: its diff waits, and the
     # diffs of all such models are one statement after the loop.
@@ -199,8 +213,10 @@ def stage_all(
         renderer.stage(snapshot)  # it and its children now read its staged table
         with meter.step("stage"):
             restriction = key_restriction(snapshot, (keys or {}).get(name))
-            table = prepare(spark, history, snapshot, ranges(days), restriction)
-            write(spark, renderer, snapshot, table, restriction)
+            rows = rows_table(restatement_id, snapshot)
+            table = prepare(spark, history, snapshot, ranges(days), rows, restriction)
+            viewed = name in parents or snapshot.model.depends_on_self
+            write(spark, renderer, snapshot, table, rows, restriction, viewed=viewed)
         with meter.step("audit"):
             variables = restriction.variables() if restriction else None
             planned += audit.plan(
@@ -227,7 +243,12 @@ def stage_all(
         results = audit.count(spark, planned)
     if any(r.failed and r.blocking for r in results):
         raise audit.AuditFailed(results)
-    return Staging(tables, review, results)
+    changes = {
+        table.model: found
+        for table in tables
+        if table.changed and (found := diffs[table.model].changes) is not None
+    }
+    return Staging(tables, review, results, changes)
 
 
 def stage_and_promote(
@@ -331,7 +352,14 @@ def stage_and_promote(
         outcome.environment = environment_name
     if promote:
         with meter.step("promote"):
-            promoted = promote_entry(context, spark, restatement_id, publish=False, staging=entry)
+            promoted = promote_entry(
+                context,
+                spark,
+                restatement_id,
+                publish=False,
+                staging=entry,
+                changes=staging.changes,
+            )
         outcome.status = promoted.status
         outcome.promoted = promoted.promoted
         outcome.advanced_watermark = promoted.advanced_watermark
@@ -389,9 +417,11 @@ def promote_entry(
     *,
     publish: bool = True,
     staging: LogEntry | None = None,
+    changes: dict[str, list[Change]] | None = None,
 ) -> Outcome:
     """Promote (or finish promoting) a staged restatement, then publish (unless the caller
-    meters publishing itself); the caller holds the lock.
+    meters publishing itself); the caller holds the lock. ``changes``: what the staging's
+    diffs found for the change trail (``Staging.changes``), when this process staged it.
 
     ``staging``: the ``staged`` entry of a restatement this process has just staged and not
     yet logged (``tardy restate``). It is appended in the promotion intent's commit, so a
@@ -405,7 +435,9 @@ def promote_entry(
         entry, status = log.as_read(staging), Action.STAGED
     unlogged = [staging] if staging else []  # emptied once the intent's commit holds it
     try:
-        return _promote(context, spark, restatement_id, entry, status, unlogged, publish)
+        return _promote(
+            context, spark, restatement_id, entry, status, unlogged, publish, changes or {}
+        )
     except Exception:
         if unlogged:
             log.append(spark, *unlogged)
@@ -420,6 +452,7 @@ def _promote(
     status: str,
     unlogged: list[LogEntry],
     publish: bool,
+    changes: dict[str, list[Change]],
 ) -> Outcome:
     if status == Action.PROMOTED:
         return Outcome(
@@ -457,7 +490,8 @@ def _promote(
     history = delta.History.of(spark, [table.prod_table for table in staged if table.changed])
     checked = promotion.check(history, restatement_id, staged)
     promotion.failpoint("intent", 0)
-    if status == Action.STAGED:
+    first = status == Action.STAGED  # no trail row of it can exist before its intent
+    if first:
         log.append(spark, *unlogged, LogEntry(action=Action.PROMOTING, **base))
         unlogged.clear()
     # The change trail before the first commit: prod's version before is still current then
@@ -469,6 +503,8 @@ def _promote(
         log.actor(),
         staged,
         {s.model.name: sqlmesh_api.grain(s) for s in prod},
+        changes,
+        first=first,
     )
     promotion.failpoint("trail", 1)
     versions, committed = promotion.promote(spark, history, restatement_id, staged, checked)

@@ -16,6 +16,11 @@ as an *overlay view* of prod (docs/engine.md, "Overlay staging"):
    clone, no copy of prod. What reads only the intervals (the audits' ``@this_model``, the
    diff, the change trail, the promotion) reads ``StagedTable.staged_table``: the rows
    table, which holds exactly the view's rows of the intervals.
+   The rows table is a Delta table at a path of the data home (``stage/<restatement
+   id>/<model>``), not in the metastore: dropping the stage deletes the folder, no
+   statement. Only a model that another staged model reads (or that reads itself, or is
+   written by key) gets the view; a leaf's children are not staged, so nothing reads its
+   dev name (docs/engine.md, "Staged rows at a path").
    A model that reads the key restriction (``key_restriction``: its query renders differently
    with the variable ``tardy_keys`` set) and has a one-column grain is written *by key* when
    detection knows the changed keys: rendered once with the variable set to those keys and
@@ -28,14 +33,17 @@ Prod tables and views are never written, and SQLMesh's state is not touched.
 from __future__ import annotations
 
 import re
+import shutil
 import typing as t
 from dataclasses import asdict, dataclass, field
 from functools import reduce
+from pathlib import Path
 
 import pandas as pd
 from sqlglot import exp
 
 from tardy.engine import delta, environment, sqlmesh_api
+from tardy.home import data_home
 from tardy.key_index import KEY_RESTRICTION_VARIABLE, KeySet
 from tardy.sql import in_list
 
@@ -113,8 +121,21 @@ def staged_view(snapshot: Snapshot) -> str:
     return sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False))
 
 
-def rows_table(view: str) -> str:
-    """The Delta table of a staged view's rows."""
+STAGE_FOLDER = "stage"  # the staged rows tables, in the data home
+
+
+def stage_folder() -> Path:
+    return data_home().root / STAGE_FOLDER
+
+
+def rows_table(restatement_id: str, snapshot: Snapshot) -> str:
+    """The Delta table, at a path of the data home, of a staged model's rows."""
+    folder = stage_folder() / re.sub(r"[^\w.-]", "_", restatement_id) / snapshot.model.name
+    return f"delta.`{folder}`"
+
+
+def legacy_rows_table(view: str) -> str:
+    """Where a release before the rows at a path kept a staged view's rows (metastore)."""
     return f"{view}__rows"
 
 
@@ -128,10 +149,12 @@ def prepare(
     history: delta.History,
     snapshot: Snapshot,
     intervals: list[list[str]],
+    rows: str,
     restriction: KeyRestriction | None = None,
 ) -> StagedTable:
-    """The model's staging over ``intervals``, pinned to its prod table's current version
-    (read from ``history``; nothing may be left at its staged names: ``drop_staged`` first).
+    """The model's staging over ``intervals`` into the rows table ``rows``, pinned to its
+    prod table's current version (read from ``history``; nothing may be left at its staged
+    names: ``drop_staged`` first).
 
     A model that reads itself reads, while it is written, its staged name as a view of prod
     at that version (what it reads in prod; ``write`` then overlays its rows)."""
@@ -143,7 +166,7 @@ def prepare(
     return StagedTable(
         model=snapshot.model.name,
         prod_table=prod,
-        staged_table=view if restriction is not None else rows_table(view),
+        staged_table=view if restriction is not None else rows,
         time_column=sqlmesh_api.time_column(snapshot),
         version_before=version,
         intervals=intervals,
@@ -156,12 +179,16 @@ def write(
     renderer: sqlmesh_api.Renderer,
     snapshot: Snapshot,
     table: StagedTable,
+    rows: str,
     restriction: KeyRestriction | None = None,
+    *,
+    viewed: bool = True,
 ) -> None:
-    """Evaluate every interval of ``table`` into its rows table in one statement, then
-    overlay them on prod as its staged view; with a ``restriction``, only the rows of its
-    keys (one render, over the intervals' hull: the restricted query reads the same records
-    whatever the interval; the predicate keeps the restated days)."""
+    """Evaluate every interval of ``table`` into the rows table ``rows`` in one statement,
+    then, when ``viewed`` (another staged model reads it), overlay them on prod as its
+    staged view; with a ``restriction``, only the rows of its keys (one render, over the
+    intervals' hull: the restricted query reads the same records whatever the interval; the
+    predicate keeps the restated days), always viewed."""
     if restriction is None:
         rendered = [
             part for first, last in table.intervals for part in renderer.rows(snapshot, first, last)
@@ -196,8 +223,6 @@ def write(
     predicate = table.predicate()
     if restriction is not None:
         predicate = f"({predicate}) AND {restriction.predicate()}"
-    staged = staged_view(snapshot)
-    rows = rows_table(staged)
     try:
         delta.create_table_as(
             spark, rows, f"SELECT {columns} FROM {source} AS _rows WHERE {predicate}"
@@ -205,9 +230,11 @@ def write(
     finally:
         if temporary is not None:
             spark.catalog.dropTempView(temporary)
+    if not viewed and restriction is None:
+        return
     delta.create_view(
         spark,
-        staged,
+        staged_view(snapshot),
         f"SELECT * FROM {table.prod_table} VERSION AS OF {table.version_before} "
         f"WHERE NOT COALESCE({predicate}, FALSE) UNION ALL SELECT * FROM {rows}",
     )
@@ -225,13 +252,18 @@ def drop_stage(context: Context, spark: SparkSession) -> None:
 
 
 def drop_staged(context: Context, spark: SparkSession) -> list[str]:
-    """Drop every model's staged view and rows table that exists (prod's files are not
-    touched; an earlier release's stage, a shallow clone at the staged name, is dropped the
-    same way: its own directory holds only what was written into it); what it dropped. One
-    listing per schema (``delta.drop_existing``)."""
+    """Drop every model's staged view that exists and delete the stage folder (the rows
+    tables; prod's files are not touched; an earlier release's stage, rows tables or a
+    shallow clone at the staged names in the metastore, is dropped too: its own directory
+    holds only what was written into it); what it dropped. One listing per schema
+    (``delta.drop_existing``)."""
     views = [
         staged_view(snapshot)
         for snapshot in sqlmesh_api.model_snapshots(context)
         if sqlmesh_api.has_intervals(snapshot)  # a view (a dimension) is never staged
     ]
-    return delta.drop_existing(spark, views, [rows_table(view) for view in views])
+    dropped = delta.drop_existing(spark, views, [legacy_rows_table(view) for view in views])
+    if stage_folder().exists():
+        shutil.rmtree(stage_folder())
+        dropped.append(str(stage_folder()))
+    return dropped

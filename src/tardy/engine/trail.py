@@ -11,14 +11,18 @@ rollback (or the discard of a half-done promotion) appends, with before and afte
 
 How each append stays exact under kill -9 and retries:
 
-* A promotion's rows compare prod at its version before the promotion with the staged table,
-  over the days the promotion commits (the commit copies exactly those days of the staged
-  table). They are appended in one ``INSERT`` (one Delta commit) after the promotion's intent
+* A promotion's rows are the changed keys of the days the promotion commits (the commit
+  copies exactly those days of the staged table): prod at its version before the promotion
+  against the staged table. When the promotion follows its staging in the same process, the
+  diff has found them already (``diff.TableDiff.changes``, up to a few hundred keys a table);
+  otherwise, or for a table with more, they are compared again here. They are appended in
+  one write (one Delta commit) after the promotion's intent
   and *before* its first table commit, while that version is still prod's current one: its
   snapshot is cached, where time travel to an older version rebuilds one (about 1 s a table,
   docs/report.md). The append is skipped when rows of that restatement and action exist, so
   a promotion resumed after a kill (its staged tables are kept until it is logged promoted)
-  writes them once. A half-done promotion that is discarded instead gets the reverse rows.
+  writes them once; a promotion that has just logged its intent knows there are none. A
+  half-done promotion that is discarded instead gets the reverse rows.
 * A rollback's rows are the promotion's rows reversed (one ``INSERT ... SELECT`` from the trail
   itself), since a rollback restores exactly the versions before the promotion.
 """
@@ -32,8 +36,9 @@ from tardy.engine.diff import compare_sql
 from tardy.sql import literal
 
 if t.TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
+    from tardy.engine.diff import Change
     from tardy.engine.stage import StagedTable
 
 TRAIL_TABLE = "tardy.transaction_changes"
@@ -96,6 +101,11 @@ def _written(spark: SparkSession, restatement_id: str, action: TrailAction) -> b
     )
 
 
+_CHANGES_SCHEMA = (
+    "model STRING, row_key STRING, event_date DATE, change STRING, before STRING, after STRING"
+)
+
+
 def record_promotion(
     spark: SparkSession,
     restatement_id: str,
@@ -103,17 +113,30 @@ def record_promotion(
     actor: str,
     tables: list[StagedTable],
     grains: dict[str, list[str]],
+    known: dict[str, list[Change]] | None = None,
+    *,
+    first: bool = False,
 ) -> bool:
-    """Append the promotion's rows (idempotent): for each staged table with changed days,
-    prod at its version before the promotion against the staged table over those days (what
-    the promotion commits). Returns whether it appended (False: already there, or nothing
-    changed)."""
+    """Append the promotion's rows (idempotent unless ``first``: the caller has just logged
+    the intent, so none can exist): for each staged table with changed days, the changed
+    keys ``known`` from its diff, else prod at its version before the promotion against the
+    staged table over those days (what the promotion commits). Returns whether it appended
+    (False: already there, or nothing changed)."""
     ensure_trail(spark)
     committed = [table for table in tables if table.changed]
-    if not committed or _written(spark, restatement_id, PROMOTED):
+    if not committed or (not first and _written(spark, restatement_id, PROMOTED)):
         return False
+    known = known or {}
+    found = [
+        (table.model, c["row_key"], c["event_date"], c["change"], c["before"], c["after"])
+        for table in committed
+        for c in known.get(table.model, [])
+    ]
+    parts: list[DataFrame] = [spark.createDataFrame(found, _CHANGES_SCHEMA)] if found else []
     selects = []
     for table in committed:
+        if table.model in known:
+            continue
         grain = grains.get(table.model) or []
         compared = compare_sql(
             spark,
@@ -129,18 +152,27 @@ def record_promotion(
             f"""
             SELECT {literal(table.model)} AS model, _row_key AS row_key,
                    CAST(_time AS DATE) AS event_date, _kind AS change,
-                   from_json(_before, {_MAP}) AS before, from_json(_after, {_MAP}) AS after
+                   _before AS before, _after AS after
             FROM ({compared}) WHERE _kind IS NOT NULL"""
         )
-    spark.sql(
-        f"""
-        INSERT INTO {TRAIL_TABLE}
-        SELECT model, row_key, event_date, change, {literal(PROMOTED)},
-               {literal(restatement_id)}, {literal(reason)}, {literal(actor)},
-               before, after, current_timestamp()
-        FROM ({" UNION ALL ".join(selects)})
-        """
-    )
+    if selects:
+        parts.append(spark.sql(" UNION ALL ".join(selects)))
+    if not parts:
+        return False
+    changes = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    changes.selectExpr(
+        "model",
+        "row_key",
+        "event_date",
+        "change",
+        f"{literal(PROMOTED)} AS action",
+        f"{literal(restatement_id)} AS restatement_id",
+        f"{literal(reason)} AS reason",
+        f"{literal(actor)} AS actor",
+        f"from_json(before, {_MAP}) AS before",
+        f"from_json(after, {_MAP}) AS after",
+        "current_timestamp() AS promoted_at",
+    ).write.format("delta").mode("append").saveAsTable(TRAIL_TABLE)
     return True
 
 
