@@ -14,11 +14,21 @@ publication is one row of ``tardy.published_versions``:
   new model version, whose rows SQLMesh built in a new table), and
   ``revisions``: for each of them how many earlier publications had changed it (``r0``: first
   published, ``r2``: recomputed twice);
-* ``rows`` and ``sha256``: of the version's *deterministic export* (``export_text``).
+* ``rows`` and ``sha256``: of the version's *deterministic export* (``export_text``), and
+  ``day_digests``: each day's rows and digest, of which ``sha256`` is computed.
 
 The deterministic export is CSV (UTF-8, ``\\n`` line ends, a header, minimal quoting): each
 value as text (decimals exactly, dates and times in ISO-8601, NULL as ``\\N``), the lines sorted
 as text, so the same rows give the same bytes whatever the order Spark returns them in.
+
+A version's hash is computed from *day digests* (docs/versioned-truth.md, "Day digests"): a
+day's digest is the SHA-256 of its export lines (the lines whose time column has that day's
+text, each with its ``\\n``, in the export's order), kept as ``<rows>:<digest>`` per day in
+``day_digests``; ``sha256`` is the SHA-256 of the lines ``<day>,<rows>:<digest>\\n`` in the
+order of the days' text. So a publication reads and hashes only the days it changed, and takes
+the others' digests from the previous publication: its cost follows the changed days, not the
+table. A publication made before day digests (``day_digests`` NULL) keeps its rule: the
+SHA-256 of the whole export's bytes.
 Delta keeps a version readable until VACUUM removes its files or the log's retention drops
 its commit (docs/versioned-truth.md); SQLMesh's janitor drops the physical tables of
 snapshots that left prod.
@@ -41,7 +51,7 @@ from tardy.engine import delta, sqlmesh_api
 from tardy.engine.meter import Meter
 from tardy.engine.promote import tag as commit_tag
 from tardy.errors import InputError, TardyError
-from tardy.sql import literal
+from tardy.sql import in_list, literal
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,10 +79,18 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
   revisions MAP<STRING, INT> NOT NULL,
   rows BIGINT NOT NULL,
   sha256 STRING NOT NULL,
-  published_at TIMESTAMP NOT NULL
+  published_at TIMESTAMP NOT NULL,
+  day_digests MAP<STRING, STRING>
 ) USING delta
 COMMENT 'tardy: one row per publication of a model tagged published'
 """
+# Added to a table created before day digests (its earlier rows keep NULL: the whole export's
+# hash).
+DAY_DIGESTS_COLUMN = "day_digests"
+ADD_DAY_DIGESTS = (
+    f"ALTER TABLE {TABLE} ADD COLUMNS ({DAY_DIGESTS_COLUMN} MAP<STRING, STRING> "
+    "COMMENT 'per day: <rows>:<sha256 of its export lines>; NULL: sha256 is the export''s')"
+)
 # The days (time-column values) whose rows differ between two versions, both ways.
 CHANGED_DAYS_SQL = """
 SELECT DISTINCT CAST({column} AS STRING) AS day FROM (
@@ -104,6 +122,9 @@ class Publication:
     rows: int
     sha256: str
     published_at: str
+    # day -> "<rows>:<sha256>" (``day_digests``); None: published before day digests, its
+    # sha256 is the whole export's.
+    day_digests: dict[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -130,11 +151,18 @@ class Published:
 
 
 def ensure_table(spark: SparkSession) -> None:
-    """Create the publications table when it is missing (a catalog lookup when it exists:
-    no statement)."""
-    if not spark.catalog.tableExists(TABLE):
+    """Create the publications table when it is missing, add ``day_digests`` to one created
+    before it (an analysis of the table when it is current: no statement)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        columns = spark.table(TABLE).columns
+    except AnalysisException:
         spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
         spark.sql(DDL)
+        return
+    if DAY_DIGESTS_COLUMN not in columns:
+        spark.sql(ADD_DAY_DIGESTS)
 
 
 def published_snapshots(context: Context) -> dict[str, Snapshot]:
@@ -176,15 +204,46 @@ def export_text(spark: SparkSession, physical_table: str, delta_version: int) ->
     """The deterministic CSV of one Delta version of a table, and its row count (one
     statement)."""
     columns, rows = read_rows(spark, physical_table, delta_version)
+    return csv_text(columns, rows), len(rows)
+
+
+def csv_text(columns: list[str], rows: list[tuple[str, ...]]) -> str:
+    """The deterministic CSV of ``rows`` (text, sorted: ``read_rows``) under a header."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
     writer.writerows(rows)
-    return out.getvalue(), len(rows)
+    return out.getvalue()
 
 
 def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def day_digests(
+    columns: list[str], rows: list[tuple[str, ...]], time_column: str
+) -> dict[str, str]:
+    """Per day (the time column's text) of ``rows`` (text, sorted: ``read_rows``): its
+    rows and the SHA-256 of its export lines, as ``<rows>:<sha256>``."""
+    index = columns.index(time_column)
+    lines: dict[str, list[tuple[str, ...]]] = {}
+    for row in rows:
+        lines.setdefault(row[index], []).append(row)
+    out = {}
+    for day, mine in lines.items():
+        text = csv_text(columns, mine).split("\n", 1)[1]  # without the header
+        out[day] = f"{len(mine)}:{sha256(text)}"
+    return out
+
+
+def version_hash(digests: dict[str, str]) -> str:
+    """A version's hash from its day digests: the SHA-256 of ``<day>,<rows>:<digest>\\n``
+    in the order of the days' text."""
+    return sha256("".join(f"{day},{digest}\n" for day, digest in sorted(digests.items())))
+
+
+def rows_of(digests: dict[str, str]) -> int:
+    return sum(int(digest.split(":", 1)[0]) for digest in digests.values())
 
 
 def readable(spark: SparkSession, publication: Publication) -> bool:
@@ -220,6 +279,7 @@ def publications(spark: SparkSession, table_name: str | None = None) -> list[Pub
             rows=int(r.rows),
             sha256=r.sha256,
             published_at=r.published_at.replace(tzinfo=UTC).isoformat(timespec="seconds"),
+            day_digests=None if r.day_digests is None else dict(r.day_digests),
         )
         for r in rows
     ]
@@ -235,23 +295,19 @@ class Commit:
     days: list[str]
 
 
-def _changed_days(
+def _commit_days(
     spark: SparkSession,
     column: str,
     physical: str,
     version: int,
     last: Publication | None,
-    commit: Commit | None = None,
-) -> list[str]:
-    """The days whose rows differ from the previous publication's; every day of the version
-    for the first one, and for a new model version (a new physical table: SQLMesh built it
-    for a code change, whose rows need not even share the old columns).
-
-    When the version is one promotion ``commit`` made right on the previously published
-    version, those are the commit's days, read with no statement: it replaced exactly the
-    days whose rows the diff found different, and nothing else (a DATE time column, whose
-    text is the day's ISO date). Comparing with the previous version instead needs time
-    travel to it, which rebuilds its snapshot (~1 s a table, docs/versioned-truth.md)."""
+    commit: Commit | None,
+) -> list[str] | None:
+    """The days a promotion ``commit`` changed, when it made the version right on the
+    previously published one (None otherwise), read with no statement: it replaced exactly
+    the days whose rows the diff found different, and nothing else (a DATE time column,
+    whose text is the day's ISO date). Comparing with the previous version instead needs
+    time travel to it, which rebuilds its snapshot (~1 s a table, docs/versioned-truth.md)."""
     if (
         commit is not None
         and last is not None
@@ -260,13 +316,47 @@ def _changed_days(
         and spark.table(physical).schema[column].dataType.typeName() == "date"
     ):
         return sorted(commit.days)
-    new = f"{physical} VERSION AS OF {version}"
-    if last is None or last.physical_table != physical:
-        query = f"SELECT DISTINCT CAST({column} AS STRING) AS day FROM {new}"
-    else:
-        old = f"{last.physical_table} VERSION AS OF {last.delta_version}"
-        query = CHANGED_DAYS_SQL.format(column=column, new=new, old=old)
-    return sorted(r.day for r in spark.sql(query).collect() if r.day is not None)
+    return None
+
+
+def _digested(
+    spark: SparkSession,
+    column: str,
+    physical: str,
+    version: int,
+    last: Publication | None,
+    commit: Commit | None = None,
+) -> tuple[dict[str, str], list[str]]:
+    """The version's day digests, and the days whose rows differ from the previous
+    publication's: every day for the first one, and for a new model version (a new physical
+    table: SQLMesh built it for a code change, whose rows need not even share the old
+    columns).
+
+    After a promotion's ``commit`` (``_commit_days``) only its days are read and hashed, the
+    others' digests are the previous publication's (one read of those days). Otherwise the
+    version is read whole once, and the changed days are those whose digests differ from the
+    previous publication's (or, when that one has none, whose rows differ: a comparison of
+    the two versions)."""
+    days = _commit_days(spark, column, physical, version, last, commit)
+    if days is not None and last is not None and last.day_digests is not None:
+        where = "WHERE " + in_list(f"CAST(`{column}` AS STRING)", days)
+        columns, rows = read_rows(spark, physical, version, where)
+        kept = {day: digest for day, digest in last.day_digests.items() if day not in days}
+        return {**kept, **day_digests(columns, rows, column)}, days
+    columns, rows = read_rows(spark, physical, version)
+    digests = day_digests(columns, rows, column)
+    if days is None:
+        if last is None or last.physical_table != physical:
+            days = sorted(digests)
+        elif last.day_digests is not None:
+            before = last.day_digests
+            days = sorted(d for d in digests.keys() | before if digests.get(d) != before.get(d))
+        else:
+            old = f"{last.physical_table} VERSION AS OF {last.delta_version}"
+            new = f"{physical} VERSION AS OF {version}"
+            query = CHANGED_DAYS_SQL.format(column=column, new=new, old=old)
+            days = sorted(r.day for r in spark.sql(query).collect() if r.day is not None)
+    return digests, [day for day in days if day != NULL]
 
 
 def publish(
@@ -307,9 +397,8 @@ def publish(
             ):
                 continue
             column = sqlmesh_api.time_column(snapshot)
-            days = _changed_days(spark, column, physical, version, last, commit)
+            digests, days = _digested(spark, column, physical, version, last, commit)
             earlier = [p for p in history if p.table_name == name]
-            text, count = export_text(spark, physical, version)
             rows.append(
                 Publication(
                     table_name=name,
@@ -320,9 +409,10 @@ def publish(
                     produced_by=produced_by,
                     changed_days=days,
                     revisions={d: sum(d in p.changed_days for p in earlier) for d in days},
-                    rows=count,
-                    sha256=sha256(text),
+                    rows=rows_of(digests),
+                    sha256=version_hash(digests),
                     published_at=now.isoformat(),
+                    day_digests=digests,
                 )
             )
         if rows:
@@ -375,6 +465,7 @@ def _append(spark: SparkSession, rows: list[Publication], now: datetime) -> None
             p.rows,
             p.sha256,
             now.replace(tzinfo=None),
+            p.day_digests,
         )
         for p in rows
     ]
@@ -426,18 +517,35 @@ def export(spark: SparkSession, table_name: str, as_of: str | None, folder: Path
     """Write a published version's deterministic CSV and its ``.sha256`` into ``folder``;
     ``HashMismatch`` when the bytes differ from those published."""
     publication = resolve(publications(spark, table_name), table_name, as_of)
-    text, count = export_text(spark, publication.physical_table, publication.delta_version)
+    columns, rows = read_rows(spark, publication.physical_table, publication.delta_version)
+    text = csv_text(columns, rows)
     digest = sha256(text)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{publication.name}.csv"
     target.write_text(text, encoding="utf-8", newline="")
     target.with_name(target.name + ".sha256").write_text(f"{digest}  {target.name}\n")
-    if digest != publication.sha256:
+    if publication.day_digests is None:  # published before day digests: the export's hash
+        found = digest
+    else:
+        digests = day_digests(columns, rows, publication.time_column)
+        found = version_hash(digests)
+        differ = sorted(
+            d
+            for d in digests.keys() | publication.day_digests.keys()
+            if digests.get(d) != publication.day_digests.get(d)
+        )
+        if differ:
+            raise HashMismatch(
+                f"{publication.name} re-exported differs from what was published on "
+                f"{len(differ)} day(s) ({', '.join(differ[:5])}): its Delta version no longer "
+                "reads the same"
+            )
+    if found != publication.sha256:
         raise HashMismatch(
-            f"{publication.name} re-exported to {digest[:16]}..., published as "
+            f"{publication.name} re-exported to {found[:16]}..., published as "
             f"{publication.sha256[:16]}...: its Delta version no longer reads the same"
         )
-    return Exported(publication, str(target), digest, count)
+    return Exported(publication, str(target), digest, len(rows))
 
 
 @dataclass(frozen=True)

@@ -185,6 +185,35 @@ def test_the_published_view_reads_the_latest_publication(story, tmp_path: Path) 
     assert lines == _lines(Path(latest["path"])) and viewed.num_rows == latest["rows"]
 
 
+def test_versions_published_before_day_digests_keep_their_rule(story, tmp_path: Path) -> None:
+    """A publications table from before day digests (no ``day_digests`` column, each
+    ``sha256`` the whole export's) gets the column on first use, and its versions verify by
+    the whole export's hash, as they were published. The table is put back afterwards."""
+    from tardy.versions import TABLE
+
+    spark = story.spark
+    exported = _json("export", DAILY, "--as-of", "v1", "--to", str(tmp_path / "now"))
+    whole = hashlib.sha256(Path(exported["path"]).read_bytes()).hexdigest()
+    kept = "tardy.published_versions_kept"
+    spark.sql(f"ALTER TABLE {TABLE} RENAME TO {kept}")
+    try:
+        columns = [c for c in spark.table(kept).columns if c not in ("sha256", "day_digests")]
+        spark.sql(
+            f"CREATE TABLE {TABLE} USING delta AS SELECT {', '.join(columns)}, "
+            f"CASE WHEN table_name = '{DAILY}' AND version = 1 THEN '{whole}' ELSE 'x' "
+            f"END AS sha256 FROM {kept}"
+        )
+        legacy = _json("export", DAILY, "--as-of", "v1", "--to", str(tmp_path / "legacy"))
+        assert legacy["sha256"] == whole
+        assert legacy["publication"]["day_digests"] is None
+        assert "day_digests" in spark.table(TABLE).columns  # added on first use
+        code, _, err = _cli("export", DAILY, "--as-of", "v2", "--to", str(tmp_path / "x"))
+        assert code == 1 and "no longer reads the same" in " ".join(err.split())
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {TABLE}")
+        spark.sql(f"ALTER TABLE {kept} RENAME TO {TABLE}")
+
+
 def test_export_refuses_bytes_that_differ_from_what_was_published(story, tmp_path: Path) -> None:
     """Runs last: it damages the record of v1."""
     from delta.tables import DeltaTable

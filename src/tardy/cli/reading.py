@@ -152,8 +152,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         print_json(exported.as_dict())
     else:
         console.print(
-            f"Wrote {exported.publication.name} ({exported.rows:,} rows), SHA-256 "
-            f"{exported.sha256}, as published:"
+            f"Wrote {exported.publication.name} ({exported.rows:,} rows), file SHA-256 "
+            f"{exported.sha256}; it reads as published:"
         )
         console.print(exported.path, soft_wrap=True)
     return 0
