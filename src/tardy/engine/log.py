@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import StrEnum
 
-from tardy.engine.log_schema import JSON_COLUMNS, readable_log
+from tardy.engine.log_schema import JSON_COLUMNS, current_schema, readable_log
 from tardy.engine.log_schema import LOG_TABLE as LOG_TABLE  # re-exported
 from tardy.engine.log_schema import PERIODS_VIEW as PERIODS_VIEW  # re-exported
 from tardy.engine.log_schema import ensure_log as ensure_log  # re-exported
@@ -300,8 +300,7 @@ def code_version() -> str | None:
 
 def append(spark: SparkSession, *entries: LogEntry) -> None:
     """Append ``entries`` in one Delta commit: a kill leaves all of them or none."""
-    ensure_log(spark)
-    schema = spark.table(LOG_TABLE).schema
+    schema = current_schema(spark)
     rows = []
     for entry in entries:
         columns = entry.columns()

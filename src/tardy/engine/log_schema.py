@@ -29,13 +29,15 @@ are done. Details: ``docs/log.md``.
 
 from __future__ import annotations
 
+import os
 import typing as t
+import weakref
 
 from tardy.engine.promote import failpoint
 
 if t.TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
 LOG_TABLE = "tardy.restatement_log"
 PERIODS_VIEW = "tardy.restated_periods"
@@ -158,10 +160,32 @@ WHERE rn = 1
 """
 
 
+# The sessions whose log this process found current, with the log's schema and the data home
+# it was found in: an append then reads neither (each catalog lookup and schema read is a
+# plan on a Spark Connect client, and a restatement appends three times). Nothing drops or
+# downgrades the log, so once current it stays current.
+_CURRENT: weakref.WeakKeyDictionary[SparkSession, tuple[str, StructType]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def current_schema(spark: SparkSession) -> StructType:
+    """The log's schema, once ``ensure_log`` has made it current: checked once per session
+    and data home in this process."""
+    home = os.environ.get("TARDY_HOME", "")
+    known = _CURRENT.get(spark)
+    if known is not None and known[0] == home:
+        return known[1]
+    ensure_log(spark)
+    schema = spark.table(LOG_TABLE).schema
+    _CURRENT[spark] = (home, schema)
+    return schema
+
+
 def ensure_log(spark: SparkSession) -> None:
     """Create the log and its view, or bring a schema-1 log to schema 2; idempotent and
     crash-safe (module docstring). When both are current it costs catalog lookups and one
-    schema read, no Spark job: every append calls it."""
+    schema read, no Spark job; ``current_schema`` calls it once per session."""
     if spark.catalog.tableExists(LOG_TABLE):
         _add_typed_columns(spark)
         _add_manifest_fields(spark)

@@ -491,6 +491,7 @@ def _promote(
     checked = promotion.check(history, restatement_id, staged)
     promotion.failpoint("intent", 0)
     first = status == Action.STAGED  # no trail row of it can exist before its intent
+    fresh = bool(unlogged)  # staged by this process, promoted at once: no environment
     if first:
         log.append(spark, *unlogged, LogEntry(action=Action.PROMOTING, **base))
         unlogged.clear()
@@ -526,7 +527,7 @@ def _promote(
             **base,
         ),
     )
-    drop_stage(context, spark)
+    drop_stage(context, spark, environments=not fresh)
     outcome = Outcome(
         restatement_id,
         Status.PROMOTED,

@@ -244,10 +244,12 @@ def _union_all(left: exp.Query, right: exp.Query) -> exp.Query:
     return exp.union(left, right, distinct=False)
 
 
-def drop_stage(context: Context, spark: SparkSession) -> None:
-    """Drop the restatement's environment, if it has one, and every staged view and rows
+def drop_stage(context: Context, spark: SparkSession, *, environments: bool = True) -> None:
+    """Drop the restatement's environment, if it has one (``environments=False``: the
+    caller knows it has none: a catalog listing less), and every staged view and rows
     table (``drop_staged``)."""
-    environment.drop(spark)
+    if environments:
+        environment.drop(spark)
     drop_staged(context, spark)
 
 
