@@ -13,7 +13,7 @@ MODEL (
     non_negative_amounts(columns := (amount)),
     refunds_known_sales
   ),
-  description 'One row per card refund: the winning version among the valid bronze.payment_refunds records of its refund (@refund_key). A correction beats the original whatever the arrival order, then the latest arrival_ts wins, then record_id DESC (@refund_version_rank). The row belongs to the winner''s refund date: an interval ranks all valid records (any date) of the refunds having a valid record in the interval and keeps the winners dated in it, so a correction that moves a refund leaves its old day. A refund of a transaction silver.sales_transactions does not know is kept (the money left the store that day) and reported by the non-blocking audit refunds_known_sales.',
+  description 'One row per card refund: the winning version among the valid bronze.payment_refunds records of its refund (@refund_key). A correction beats the original whatever the arrival order, then the latest arrival_ts wins, then record_id DESC (@refund_version_rank). The row belongs to the winner''s refund date: an interval ranks all valid records (any date) of the refunds having a valid record in the interval and keeps the winners dated in it, so a correction that moves a refund leaves its old day. A refund of a transaction silver.sales_transactions does not know is kept (the money left the store that day) and reported by the non-blocking audit refunds_known_sales. A verbatim resend (the same content, arriving again) is the same version: it keeps the version''s first arrival and record and counts once, so it changes no row.',
   column_descriptions (
     refund_id = 'Natural key: corrects_refund_id when set, else refund_id',
     refund_date = 'Refund date (UTC) of the winning record',
@@ -22,9 +22,9 @@ MODEL (
     store_id = 'Store of the winning record',
     amount = 'Amount refunded, positive (winning record)',
     is_corrected = 'Whether any valid correction exists for the refund',
-    version_count = 'Number of valid bronze records of the refund, duplicates included',
-    arrival_ts = 'Arrival time of the winning record',
-    source_record_id = 'bronze.payment_refunds record_id of the winning record'
+    version_count = 'Number of distinct valid versions of the refund (a verbatim resend counts once)',
+    arrival_ts = 'Arrival time of the winning version (its first record, a verbatim resend keeps it)',
+    source_record_id = 'bronze.payment_refunds record_id of the winning version''s first record'
   )
 );
 
@@ -49,14 +49,31 @@ WITH interval_keys AS (
     @refund_invalid_reason() IS NULL AS is_valid
   FROM bronze.payment_refunds
   WHERE @refund_key() IN (SELECT refund_id FROM interval_keys)
+), contents AS (
+  -- A version is a record's content: every field but its arrival metadata. A verbatim
+  -- resend is the same version again: it keeps the arrival and the record of the version's
+  -- first record, and counts once, so it changes no row (docs/architecture.md, "Verbatim resends").
+  SELECT
+    *,
+    ROW_NUMBER() OVER content AS content_rank,
+    FIRST_VALUE(arrival_ts) OVER content AS content_arrival_ts,
+    FIRST_VALUE(record_id) OVER content AS content_record_id
+  FROM versions
+  WINDOW content AS (
+    PARTITION BY refund_id, is_valid, NULLIF(TRIM(corrects_refund_id), '') IS NOT NULL,
+      TRIM(transaction_id), refund_ts, TRIM(store_id), amount
+    ORDER BY arrival_ts, record_id
+  )
 ), ranked AS (
   SELECT
     *,
     @refund_version_rank(refund_id, is_valid) AS version_rank,
     MAX(CASE WHEN is_valid AND NULLIF(TRIM(corrects_refund_id), '') IS NOT NULL THEN 1 ELSE 0 END)
       OVER (PARTITION BY refund_id) AS has_correction,
-    COUNT(CASE WHEN is_valid THEN 1 END) OVER (PARTITION BY refund_id) AS version_count
-  FROM versions
+    COUNT(CASE WHEN is_valid AND content_rank = 1 THEN 1 END) OVER (
+      PARTITION BY refund_id
+    ) AS version_count
+  FROM contents
 )
 SELECT
   CAST(refund_id AS STRING) AS refund_id,
@@ -67,8 +84,8 @@ SELECT
   CAST(amount AS DECIMAL(12, 2)) AS amount,
   CAST(has_correction = 1 AS BOOLEAN) AS is_corrected,
   CAST(version_count AS INT) AS version_count,
-  CAST(arrival_ts AS TIMESTAMP) AS arrival_ts,
-  CAST(record_id AS STRING) AS source_record_id
+  CAST(content_arrival_ts AS TIMESTAMP) AS arrival_ts,
+  CAST(content_record_id AS STRING) AS source_record_id
 FROM ranked
 WHERE version_rank = 1
   AND is_valid

@@ -16,7 +16,7 @@ MODEL (
     non_negative_amounts(columns := (quantity, unit_price, discount, net_amount)),
     reconciles_with_bronze
   ),
-  description 'One row per point-of-sale transaction: the winning version among the valid bronze.pos_events records of its natural key. Amendments (correction, void) beat sales whatever their arrival order, then the latest arrival_ts wins, then record_id DESC (@version_rank). A void winner removes the transaction. The row belongs to the winner''s event date: an interval ranks all valid records (any date) of the keys having a valid record in the interval and keeps the winners dated in it, so a date-moving correction leaves its old day and a void empties the sale''s day.',
+  description 'One row per point-of-sale transaction: the winning version among the valid bronze.pos_events records of its natural key. Amendments (correction, void) beat sales whatever their arrival order, then the latest arrival_ts wins, then record_id DESC (@version_rank). A void winner removes the transaction. The row belongs to the winner''s event date: an interval ranks all valid records (any date) of the keys having a valid record in the interval and keeps the winners dated in it, so a date-moving correction leaves its old day and a void empties the sale''s day. A verbatim resend (the same content, arriving again) is the same version: it keeps the version''s first arrival and record and counts once, so it changes no row.',
   column_descriptions (
     transaction_id = 'Natural key: corrects_transaction_id when set, else transaction_id',
     event_date = 'Event date (UTC) of the winning record',
@@ -29,10 +29,10 @@ MODEL (
     net_amount = 'quantity * unit_price - discount',
     record_type = 'Type of the winning record: sale or correction',
     is_corrected = 'Whether any valid correction exists for the transaction',
-    version_count = 'Number of valid bronze records of the transaction, duplicates included',
-    arrival_ts = 'Arrival time of the winning record',
+    version_count = 'Number of distinct valid versions of the transaction (a verbatim resend counts once)',
+    arrival_ts = 'Arrival time of the winning version (its first record, a verbatim resend keeps it)',
     first_arrival_ts = 'Earliest arrival time among the valid records of the transaction',
-    source_record_id = 'bronze.pos_events record_id of the winning record'
+    source_record_id = 'bronze.pos_events record_id of the winning version''s first record'
   )
 );
 
@@ -67,6 +67,21 @@ WITH interval_keys AS (
     @invalid_reason() IS NULL AS is_valid
   FROM bronze.pos_events
   WHERE @restricted_records(interval_keys, transaction_id)
+), contents AS (
+  -- A version is a record's content: every field but its arrival metadata. A verbatim
+  -- resend is the same version again: it keeps the arrival and the record of the version's
+  -- first record, and counts once, so it changes no row (docs/architecture.md, "Verbatim resends").
+  SELECT
+    *,
+    ROW_NUMBER() OVER content AS content_rank,
+    FIRST_VALUE(arrival_ts) OVER content AS content_arrival_ts,
+    FIRST_VALUE(record_id) OVER content AS content_record_id
+  FROM versions
+  WINDOW content AS (
+    PARTITION BY transaction_id, is_valid, record_type, event_ts, store_id, product_id,
+      quantity, unit_price, discount
+    ORDER BY arrival_ts, record_id
+  )
 ), ranked AS (
   SELECT
     *,
@@ -74,11 +89,13 @@ WITH interval_keys AS (
     MAX(CASE WHEN is_valid AND record_type = 'correction' THEN 1 ELSE 0 END) OVER (
       PARTITION BY transaction_id
     ) AS has_correction,
-    COUNT(CASE WHEN is_valid THEN 1 END) OVER (PARTITION BY transaction_id) AS version_count,
+    COUNT(CASE WHEN is_valid AND content_rank = 1 THEN 1 END) OVER (
+      PARTITION BY transaction_id
+    ) AS version_count,
     MIN(CASE WHEN is_valid THEN arrival_ts END) OVER (
       PARTITION BY transaction_id
     ) AS first_arrival_ts
-  FROM versions
+  FROM contents
 )
 SELECT
   CAST(transaction_id AS STRING) AS transaction_id,
@@ -93,9 +110,9 @@ SELECT
   CAST(record_type AS STRING) AS record_type,
   CAST(has_correction = 1 AS BOOLEAN) AS is_corrected,
   CAST(version_count AS INT) AS version_count,
-  CAST(arrival_ts AS TIMESTAMP) AS arrival_ts,
+  CAST(content_arrival_ts AS TIMESTAMP) AS arrival_ts,
   CAST(first_arrival_ts AS TIMESTAMP) AS first_arrival_ts,
-  CAST(record_id AS STRING) AS source_record_id
+  CAST(content_record_id AS STRING) AS source_record_id
 FROM ranked
 WHERE version_rank = 1
   AND is_valid

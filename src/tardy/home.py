@@ -50,6 +50,12 @@ class DataHome:
     def logs(self) -> Path:
         return self.root / "logs"
 
+    @property
+    def stage(self) -> Path:
+        """A staged restatement's rows tables, one folder per restatement
+        (``tardy.engine.stage``)."""
+        return self.root / "stage"
+
 
 def data_home() -> DataHome:
     raw = os.environ.get("TARDY_HOME")

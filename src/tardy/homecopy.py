@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from tardy.errors import InputError
+from tardy.home import DataHome
 
 METASTORE = "metastore_db"
 # Each column of the Hive metastore schema (2.3, Derby) that holds a location URI, with the
@@ -142,6 +143,11 @@ def copy_home(source: Path, target: Path) -> int:
     if clones := _shallow_clones(source):
         names = ", ".join(p.name for p in clones)
         raise HomeCopyError(f"cannot copy {source}: it holds shallow clones ({names})")
+    if DataHome(source).stage.exists():  # its log names the staged rows by their path
+        raise HomeCopyError(
+            f"cannot copy {source}: it holds a staged restatement (stage/): promote or "
+            "discard it first (`tardy log` names it)"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["cp", "-a", "--reflink=auto", str(source), str(target)], check=True)
     for lock in ("db.lck", "dbex.lck"):  # a clean shutdown leaves none; a killed JVM may

@@ -279,10 +279,12 @@ def typed_log(child: Child, restatement_id: str) -> dict[str, t.Any]:
 
 
 def stage_tables(child: Child | None = None, home: Path | None = None) -> list[str]:
-    """The staged rows tables' (``__dev__rows``) folders in the warehouse."""
+    """The staged rows tables' folders (``stage/<restatement id>/<model>`` in the data home),
+    and any rows table in the metastore's warehouse (``__dev__rows``: none is written)."""
     root = child.home.root if child else home
     assert root is not None
-    return sorted(p.name for p in (root / "warehouse").glob("sqlmesh__*.db/*__dev__rows"))
+    staged = [f"{p.parent.name}/{p.name}" for p in (root / "stage").glob("*/*")]
+    return sorted([*staged, *(p.name for p in (root / "warehouse").glob("*.db/*__dev__rows"))])
 
 
 # -- processes ---------------------------------------------------------------------------------

@@ -76,3 +76,12 @@ def test_a_home_holding_a_shallow_clone_is_refused(engine, tmp_path: Path) -> No
     with pytest.raises(HomeCopyError, match=r"shallow clones \(c\)"):
         copy_home(root, tmp_path / "copy")
     assert not (tmp_path / "copy").exists()
+
+
+def test_a_home_holding_a_staged_restatement_is_refused(tmp_path: Path) -> None:
+    """Its log names the staged rows by their path in this home: a copy would point at them."""
+    root = tmp_path / "home"
+    (root / "stage" / "20261128T000000Z-abcdef").mkdir(parents=True)
+    with pytest.raises(HomeCopyError, match=r"staged restatement \(stage/\)"):
+        copy_home(root, tmp_path / "copy")
+    assert not (tmp_path / "copy").exists()

@@ -8,12 +8,15 @@ worker's own engine: the fast tier's guards of rules whose fuller stories are lo
 - The circuit breaker: late sales that move a closed day by more than the threshold stop the
   restatement before promotion, prod unchanged and the trip logged; accepted, the same
   change is promoted.
+- A verbatim resend (a sale sent again byte for byte) restates nothing; the same line with
+  another quantity is a change of its day.
 - A blocking audit that fails on the staged rows stops the restatement, prod unchanged and
   the failure logged.
 """
 
 from __future__ import annotations
 
+import json
 import typing as t
 from datetime import timedelta
 from pathlib import Path
@@ -82,6 +85,51 @@ def test_the_breaker_stops_a_large_change_and_accepting_it_promotes(opened: t.An
     assert {trip.day for trip in done.diff.breaker} == {late_day}
     after = _prints(context, spark)
     assert after["gold.daily_store_revenue"] != before["gold.daily_store_revenue"]
+
+
+def test_a_verbatim_resend_restates_nothing(opened: t.Any) -> None:
+    """A closed day's sale sent again byte for byte (a new arrival, another file): no root,
+    nothing restated, prod and its versions unchanged. The same line with another quantity
+    (the control) is a change of that day."""
+    from prod_checks import content_hashes
+
+    from tardy.engine.detect import detect
+    from tardy.engine.restate import restate
+    from tardy.ingest import ingest
+    from tardy.landing import arrival_dir_name
+
+    home, context, spark = opened
+    day = SMALL_CONFIG.start + timedelta(days=2)
+    sale = spark.sql(
+        "SELECT s.transaction_id, b.source_file, b.line_number "
+        "FROM silver.sales_transactions s JOIN bronze.pos_events b "
+        f"ON b.record_id = s.source_record_id WHERE s.event_date = DATE'{day}' "
+        "AND s.record_type = 'sale' AND s.version_count = 1 ORDER BY s.transaction_id"
+    ).first()
+    assert sale is not None, "the template has a sale of a closed day"
+    path = Path(sale.source_file)
+    path = path if path.is_absolute() else home.landing / path
+    line = path.read_text().splitlines()[sale.line_number - 1]
+    assert sale.transaction_id in line
+    before = content_hashes(context, spark)
+
+    resend = home.landing / "pos" / arrival_dir_name(SMALL_CLOCK.replace(hour=3))
+    resend.mkdir(parents=True)
+    (resend / "resend.jsonl").write_text(line + "\n")
+    assert ingest(spark, home.landing).files_ingested == 1
+    assert not any(detect(context, spark).roots.values())
+    outcome = restate(context, spark, "a verbatim resend")
+    assert str(outcome.status) == "nothing_to_do" and outcome.promoted == {}
+    assert content_hashes(context, spark) == before
+
+    changed = resend.with_name(arrival_dir_name(SMALL_CLOCK.replace(hour=3, minute=30)))
+    changed.mkdir(parents=True)
+    (changed / "changed.jsonl").write_text(json.dumps({**json.loads(line), "quantity": 99}))
+    assert ingest(spark, home.landing).files_ingested == 1
+    roots = detect(context, spark).roots
+    assert roots["silver.sales_transactions"] == [[day.isoformat(), day.isoformat()]]
+    done = restate(context, spark, "the control: a changed quantity", accept_large_change=True)
+    assert str(done.status) == "promoted"
 
 
 def test_a_failed_blocking_audit_stops_the_restatement_with_prod_untouched(opened: t.Any) -> None:

@@ -121,11 +121,8 @@ def staged_view(snapshot: Snapshot) -> str:
     return sqlmesh_api.spark_name(snapshot.table_name(is_deployable=False))
 
 
-STAGE_FOLDER = "stage"  # the staged rows tables, in the data home
-
-
 def stage_folder() -> Path:
-    return data_home().root / STAGE_FOLDER
+    return data_home().stage
 
 
 def rows_table(restatement_id: str, snapshot: Snapshot) -> str:
