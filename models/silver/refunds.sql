@@ -50,20 +50,15 @@ WITH interval_keys AS (
   FROM bronze.payment_refunds
   WHERE @refund_key() IN (SELECT refund_id FROM interval_keys)
 ), contents AS (
-  -- A version is a record's content: every field but its arrival metadata. A verbatim
-  -- resend is the same version again: it keeps the arrival and the record of the version's
-  -- first record, and counts once, so it changes no row (docs/architecture.md, "Verbatim resends").
+  -- A verbatim resend is the same version again: it keeps the version's first record and
+  -- counts once, so it changes no row (@first_of_version).
   SELECT
     *,
-    ROW_NUMBER() OVER content AS content_rank,
-    FIRST_VALUE(arrival_ts) OVER content AS content_arrival_ts,
-    FIRST_VALUE(record_id) OVER content AS content_record_id
-  FROM versions
-  WINDOW content AS (
-    PARTITION BY refund_id, is_valid, NULLIF(TRIM(corrects_refund_id), '') IS NOT NULL,
+    @first_of_version(
+      refund_id, is_valid, NULLIF(TRIM(corrects_refund_id), '') IS NOT NULL,
       TRIM(transaction_id), refund_ts, TRIM(store_id), amount
-    ORDER BY arrival_ts, record_id
-  )
+    )
+  FROM versions
 ), ranked AS (
   SELECT
     *,

@@ -68,20 +68,15 @@ WITH interval_keys AS (
   FROM bronze.pos_events
   WHERE @restricted_records(interval_keys, transaction_id)
 ), contents AS (
-  -- A version is a record's content: every field but its arrival metadata. A verbatim
-  -- resend is the same version again: it keeps the arrival and the record of the version's
-  -- first record, and counts once, so it changes no row (docs/architecture.md, "Verbatim resends").
+  -- A verbatim resend is the same version again: it keeps the version's first record and
+  -- counts once, so it changes no row (@first_of_version).
   SELECT
     *,
-    ROW_NUMBER() OVER content AS content_rank,
-    FIRST_VALUE(arrival_ts) OVER content AS content_arrival_ts,
-    FIRST_VALUE(record_id) OVER content AS content_record_id
+    @first_of_version(
+      transaction_id, is_valid, record_type, event_ts, store_id, product_id, quantity,
+      unit_price, discount
+    )
   FROM versions
-  WINDOW content AS (
-    PARTITION BY transaction_id, is_valid, record_type, event_ts, store_id, product_id,
-      quantity, unit_price, discount
-    ORDER BY arrival_ts, record_id
-  )
 ), ranked AS (
   SELECT
     *,

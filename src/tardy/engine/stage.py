@@ -9,7 +9,7 @@ as an *overlay view* of prod (docs/engine.md, "Overlay staging"):
 2. ``write``: SQLMesh renders the model (SQL or Python) once per restated interval, with a
    deployability index in which the staged models are non-deployable (they read their staged
    parents, and prod for every other model); the renders are combined into ONE
-   ``CREATE OR REPLACE TABLE <table>__dev__rows AS SELECT ... WHERE <union of the intervals>``
+   ``CREATE OR REPLACE TABLE <rows table> AS SELECT ... WHERE <union of the intervals>``
    (the *rows table*: one Spark statement and one Delta commit per model), then the dev name
    becomes the view ``prod VERSION AS OF <v> WHERE NOT <the intervals> UNION ALL <rows
    table>``: the model's table as it will be after promotion, which its children read. No
@@ -20,7 +20,7 @@ as an *overlay view* of prod (docs/engine.md, "Overlay staging"):
    id>/<model>``), not in the metastore: dropping the stage deletes the folder, no
    statement. Only a model that another staged model reads (or that reads itself, or is
    written by key) gets the view; a leaf's children are not staged, so nothing reads its
-   dev name (docs/engine.md, "Staged rows at a path").
+   dev name (docs/engine.md, "Issue 50: the third design round").
    A model that reads the key restriction (``key_restriction``: its query renders differently
    with the variable ``tardy_keys`` set) and has a one-column grain is written *by key* when
    detection knows the changed keys: rendered once with the variable set to those keys and
