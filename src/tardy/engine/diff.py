@@ -377,7 +377,13 @@ def _table_diff(
         for row in rows
     ]
     changes: list[Change] | None = [
-        Change(event_date=row["_time"], **change.asDict())
+        Change(
+            row_key=change["row_key"],
+            event_date=row["_time"],
+            change=change["change"],
+            before=change["before"],
+            after=change["after"],
+        )
         for row in rows
         for change in row["_changes"]
     ]
