@@ -24,18 +24,22 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from children import cli_in_process, exports_of, late_sales
+from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, cli_in_process, exports_of, late_sales
 from homes import Template
 
 from tardy.home import project_root
-from tardy.simulate import SimulationConfig, simulate
+from tardy.simulate import simulate
 
 SQLMESH = str(Path(sys.executable).parent / "sqlmesh")
-FEED = SimulationConfig(seed=13, stores=2, days=11, transactions_per_store_day=30)
+# The feed is the `small` template's (its first delivery is the template's landing folder, and
+# the smoke's oracle starts from a copy of it), delivered on until THROUGH.
+FEED = SMALL_CONFIG
 THROUGH = datetime(2026, 1, 12, tzinfo=UTC)  # the simulated feed's last arrival
-PLANNED_AT = "2026-01-11"  # execution time of the plan: days through 2026-01-10 built
+PLANNED_AT = SMALL_CLOCK.date().isoformat()  # the plan's execution time: days before it built
 RUN_THROUGH = "2026-01-11"  # `sqlmesh run --end`: builds 2026-01-11 (inclusive)
-FIRST_DELIVERY_BEFORE = "arrival_ts=20260111T000000Z"  # landing dirs sort by arrival
+# The first delivery: the batches delivered at or before the plan (landing dirs sort by
+# arrival), as the `small` template's `simulate(..., through=SMALL_CLOCK)` wrote them.
+FIRST_DELIVERY_THROUGH = f"arrival_ts={SMALL_CLOCK:%Y%m%dT%H%M%SZ}"
 LATE_DIR = "arrival_ts=20260111T010000Z"
 CLUSTER_VARIABLES = ("TARDY_GATEWAY", "TARDY_SPARK_REMOTE", "TARDY_SPARK_MASTER", "TARDY_PG_")
 CLUSTER_CLI = (sys.executable, "-m", "tardy.cluster")
@@ -75,8 +79,8 @@ def start(env: dict[str, str], *argv: str) -> subprocess.Popen[str]:
 
 
 def make_feed(landing: Path) -> Path:
-    """The feed: simulated sales and store changes through THROUGH, and sales for two closed
-    days arriving late."""
+    """The feed: the `small` template's simulated sales and store changes, delivered on
+    through THROUGH, and sales for two closed days arriving late."""
     simulate(FEED, landing, through=THROUGH)
     late = landing / "pos" / LATE_DIR
     late.mkdir()
@@ -113,7 +117,7 @@ def deliver(landing: Path, home: Path, first: bool) -> None:
     """Copy the first delivery (arrivals before 2026-01-11) or the rest into ``home``: every
     source system's batches (sales and store changes)."""
     for batch in sorted(landing.glob("*/arrival_ts=*")):
-        if (batch.name < FIRST_DELIVERY_BEFORE) == first:
+        if (batch.name <= FIRST_DELIVERY_THROUGH) == first:
             shutil.copytree(batch, home / "landing" / batch.parent.name / batch.name)
 
 
@@ -197,23 +201,26 @@ def flow_here(
     *,
     rollback: bool = True,
     with_run: bool = True,
+    planned: bool = False,
 ) -> dict[str, t.Any]:
     """The story of :func:`flow` in this process (``tardy`` commands in-process, the plan and
     the run through SQLMesh's Python API, or the run as the stock CLI when ``stock_run`` is
     given), with the same checkpoints. ``context()`` gives the home's open ``Context``.
     Without ``with_run`` (the smoke), the late delivery is restated right after its ingest:
-    no ``sqlmesh run`` absorbs its in-grace day first."""
+    no ``sqlmesh run`` absorbs its in-grace day first. With ``planned`` (the smoke's oracle,
+    a copy of the `small` template), the first delivery is ingested and planned already."""
 
     def cli_json(*argv: str) -> t.Any:
         code, out, err = cli_in_process(*argv, "--json")
         assert code == 0, (argv, out[-2000:], err[-2000:])
         return json.loads(out)
 
-    deliver(landing, home, first=True)
     seen: dict[str, t.Any] = {}
     plan = context().plan  # the home is open before the first in-process command
-    cli_json("ingest")
-    plan("prod", execution_time=PLANNED_AT, auto_apply=True, no_prompts=True, skip_tests=True)
+    if not planned:
+        deliver(landing, home, first=True)
+        cli_json("ingest")
+        plan("prod", execution_time=PLANNED_AT, auto_apply=True, no_prompts=True, skip_tests=True)
     seen["planned"] = cli_json("fingerprint")
     deliver(landing, home, first=False)
     seen["ingests"] = [cli_json("ingest")]
@@ -290,9 +297,18 @@ REFERENCE = Template("reference", build_reference)
 
 def build_smoke_reference(engine: t.Any, root: Path) -> dict[str, t.Any]:
     """The smoke's oracle: the `local` gateway's short story (no `sqlmesh run`, no rollback)
-    on the same feed, in the warm engine."""
+    on the same feed, in the warm engine, from a copy of the `small` template (the feed's
+    first delivery ingested and planned, as the smoke's client does on `connect`)."""
+    SMALL.copy_to(engine, root)
     landing = make_feed(root / "feed")
-    return flow_here(root, landing, lambda: engine.open(root)[1], rollback=False, with_run=False)
+    return flow_here(
+        root,
+        landing,
+        lambda: engine.open(root)[1],
+        rollback=False,
+        with_run=False,
+        planned=True,
+    )
 
 
 SMOKE_REFERENCE = Template("smoke-reference", build_smoke_reference)

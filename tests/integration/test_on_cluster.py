@@ -35,7 +35,7 @@ from cluster_story import (
     CLUSTER_CHECKPOINTS,
     CLUSTER_CLI,
     CLUSTER_VARIABLES,
-    FIRST_DELIVERY_BEFORE,
+    FIRST_DELIVERY_THROUGH,
     FULL_STORY,
     REFERENCE,
     SQL_VERBS,
@@ -127,7 +127,7 @@ def test_connect_gateway_matches_local_and_serialises_two_clients(
         f"{source}/{p.parent.name}/{p.name}"
         for source in ("pos", "store_master")  # store changes go to bronze.store_changes
         for p in (landing / source).glob("*/*.jsonl")
-        if p.parent.name >= FIRST_DELIVERY_BEFORE
+        if p.parent.name > FIRST_DELIVERY_THROUGH
     }
     reported = {f["source_file"] for r in seen["ingests"] for f in r["ingested"]}
     assert reported == delivered, seen["ingests"]
