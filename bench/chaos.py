@@ -21,7 +21,8 @@ the killed client, its statement may still be running on it; the check and the r
 on the same engine, which interrupts the dead client's session first).
 
 Templates (built once per run, by the real CLI, on the same path so that the metastore's
-absolute locations stay valid): ``landed`` (prod built, late rows for closed days landed),
+absolute locations stay valid): ``landed`` (prod as the tests' ``small`` template holds it,
+shared with ``make test``; late rows for closed days landed),
 ``ingested``, ``staged`` (``restate --no-promote``) and ``promoted``. The kill delay is drawn
 uniformly between half a process's start-up and the un-killed command's measured duration.
 Seeded: ``--seed S --trials N`` replays the same commands and delays; ``--only K`` replays
@@ -46,7 +47,7 @@ import time
 import typing as t
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,15 +57,24 @@ COMMANDS = ("ingest", "restate", "promote", "rollback")
 TERMINAL = {"promoted", "discarded", "rolled_back", "audit_failed", "breaker_tripped"}
 
 
-def _config() -> t.Any:
-    from tardy.simulate import SimulationConfig
+def _tests_module(name: str) -> t.Any:
+    """A module of the integration tests (``tests/integration``): the pandas oracle, and the
+    `small` template with its simulation."""
+    folder = str(ROOT / "tests" / "integration")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return __import__(name)
 
-    return SimulationConfig(seed=11, stores=2, days=10, transactions_per_store_day=20)
+
+def _config() -> t.Any:
+    """The simulation: the tests' `small` template's (2 stores, 10 days)."""
+    return _tests_module("children").SMALL_CONFIG
 
 
 def _clock() -> datetime:
-    config = _config()
-    return datetime.combine(config.start + timedelta(days=config.days), datetime.min.time(), UTC)
+    """The template's clock: its plan ran at the end of its last day."""
+    clock: datetime = _tests_module("children").SMALL_CLOCK
+    return clock
 
 
 # -- the base home (child process) ---------------------------------------------------------
@@ -123,22 +133,18 @@ def _late_lines(landing: Path) -> list[str]:
 
 
 def build_base() -> None:
-    """Child: prod from scratch over the simulation, a baseline restatement of its own late
-    data, then late rows for closed days landed (not ingested)."""
+    """Child: prod as the tests' `small` template holds it (the simulation ingested and
+    planned; built here unless ``make test`` or an earlier run built it for the same project
+    digest, one builder at a time: ``tests/integration/homes.py``), a baseline restatement of
+    its own late data, then late rows for closed days landed (not ingested)."""
     from tardy.engine.restate import restate
-    from tardy.home import activate
-    from tardy.ingest import ingest
     from tardy.landing import arrival_dir_name
-    from tardy.project import open_context, spark_of
-    from tardy.simulate import simulate
 
-    home = activate()
-    context = open_context()
-    spark = spark_of(context)
+    root = Path(os.environ["TARDY_HOME"])
+    engine = _tests_module("homes").Engine()
+    _tests_module("children").SMALL.copy_to(engine, root)  # opens the template's home to build it
+    home, context, spark = engine.open(root)
     clock = _clock()
-    simulate(_config(), home.landing, through=clock)
-    ingest(spark, home.landing)
-    context.plan("prod", execution_time=clock, auto_apply=True, no_prompts=True)
     restate(context, spark, "chaos: baseline")
     lines = _late_lines(home.landing)
     for n, chunk in enumerate((lines[:3], lines[3:])):
@@ -156,10 +162,7 @@ def build_base() -> None:
 
 
 def _oracle() -> t.Any:
-    sys.path.insert(0, str(ROOT / "tests" / "integration"))
-    import oracle  # type: ignore[import-not-found]
-
-    return oracle
+    return _tests_module("oracle")
 
 
 def _landing_lines(landing: Path) -> Counter[tuple[str, int]]:
