@@ -114,8 +114,8 @@ def cluster_up(env: dict[str, str]) -> dict[str, str]:
 
 
 def deliver(landing: Path, home: Path, first: bool) -> None:
-    """Copy the first delivery (arrivals before 2026-01-11) or the rest into ``home``: every
-    source system's batches (sales and store changes)."""
+    """Copy the first delivery (arrivals through 2026-01-11 00:00) or the rest into
+    ``home``: every source system's batches (sales and store changes)."""
     for batch in sorted(landing.glob("*/arrival_ts=*")):
         if (batch.name <= FIRST_DELIVERY_THROUGH) == first:
             shutil.copytree(batch, home / "landing" / batch.parent.name / batch.name)

@@ -1,12 +1,14 @@
 """The cluster smoke (the fast tier's; the full stories are ``test_on_cluster``'s, in the long
 tier): a real local cluster (PostgreSQL and a Spark Connect server running its own executors;
-``tardy.cluster``) booted on ports of its own, while the `local` oracle is built.
+``tardy.cluster``) booted on ports of its own, while the `local` oracle is built (from a copy
+of the `small` template).
 
-On it the `connect` gateway, in one client process, ingests the feed, plans, ingests a late
-delivery (sales of two closed days and the next day's in-grace sales), detects and restates
-it, promoting. Its content hashes after the plan and after the promotion, bronze's row count
-and what detect found equal the `local` gateway's on the same files (the oracle: an
-independent engine, its own Derby metastore and DuckDB state, ``cluster_story.SMOKE_REFERENCE``).
+On it the `connect` gateway, in one client process, ingests the feed (the `small`
+template's), plans, ingests a late delivery (sales of closed days and in-grace sales of the
+last days), detects and restates it, promoting. Its content hashes after the plan and after
+the promotion, bronze's row count and what detect found equal the `local` gateway's on the
+same files (the oracle: an independent engine, its own Derby metastore and DuckDB state,
+``cluster_story.SMOKE_REFERENCE``).
 
 And the Connect server answers only its owner: its token is in a 0600 file, never on a
 command line (nor is PostgreSQL's password), a client with it is answered, and one without
