@@ -10,19 +10,11 @@ export TARDY_HOME ?= $(CURDIR)/.tardy
 
 setup: $(VENV)/.tardy-setup
 
-# The requirements of the dev, cluster and ml extras (pyproject.toml), for one pip call.
-EXTRAS = $(shell $(PYTHON) -c "import tomllib; x = tomllib.load(open('pyproject.toml', 'rb'))\
-	['project']['optional-dependencies']; print(' '.join(f'\"{r}\"' for e in \
-	('dev', 'cluster', 'ml') for r in x[e]))")
-
-$(VENV)/.tardy-setup: pyproject.toml constraints.txt src/tardy/jars.py src/tardy/jvm.py
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
-	@# The extras' packages install while the jars download and the JVM archive is built
-	@# (neither needs them); the editable package itself is installed once, above.
-	$(BIN)/python -m pip install --quiet -c constraints.txt $(EXTRAS) & pip=$$!; \
-	$(BIN)/python -m tardy.jars install && $(BIN)/python -m tardy.jvm archive; rc=$$?; \
-	wait $$pip && exit $$rc
+# One line per step with its time; each step's own output in .venv/setup-logs/, shown
+# (its tail) only when the step fails (scripts/setup.py, standard library only).
+$(VENV)/.tardy-setup: pyproject.toml constraints.txt src/tardy/jars.py src/tardy/jvm.py \
+		scripts/setup.py
+	@$(PYTHON) scripts/setup.py --venv $(VENV)
 	@touch $@
 
 demo: setup
@@ -51,8 +43,8 @@ chromium:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
 
 lint: setup
-	$(BIN)/ruff check config.py src python_models models macros tests bench
-	$(BIN)/ruff format --check config.py src python_models models macros tests bench
+	$(BIN)/ruff check config.py src python_models models macros tests bench scripts
+	$(BIN)/ruff format --check config.py src python_models models macros tests bench scripts
 	$(BIN)/mypy src/tardy
 
 # Not part of `make test`: ~5 M transactions over 365 days in their own data home.

@@ -111,7 +111,8 @@ def build_archive() -> Path:
 def main(argv: list[str]) -> int:
     command = argv[0] if argv else "check"
     if command == "archive":
-        print(f"JVM class archive: {build_archive()}")
+        archive = build_archive()
+        print(f"{archive.stat().st_size / 2**20:.0f} MB (in {archive})")
         return 0
     if command == "check":
         print(f"{ARCHIVE}: {'present' if ARCHIVE.is_file() else 'missing'}")
