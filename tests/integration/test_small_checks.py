@@ -9,6 +9,7 @@ the fast tier's tests of them (the long tier's stories on the ``timeline`` templ
   the recomputed keys.
 - Named selections follow ``sqlmesh plan --restate-model``.
 - A request file stages on the pull request and promotes on merge (the CLI, in-process).
+- `tardy plan ENV --restate-model` stages what the named restatement stages.
 """
 
 from __future__ import annotations
@@ -341,3 +342,77 @@ def test_a_request_file_stages_on_the_pull_request_and_promotes_on_merge(
     assert code == 1 and "no restatement of request nothing" in json.loads(out)["error"]
     code, out, err = cli_in_process("restate", "--request", str(request), "--reason", "x")
     assert code == 1 and "not with --reason" in err
+
+
+def _staged_views(spark, staged: dict) -> dict[str, list[str]]:
+    """Every row of each model's view in the staged environment, as sorted text."""
+    return {
+        model: sorted(str(row) for row in spark.sql(f"SELECT * FROM {view}").collect())
+        for model, view in sorted(staged["views"].items())
+    }
+
+
+def test_tardy_plan_restate_model_stages_what_a_named_restatement_stages(context, spark) -> None:
+    """`tardy plan dev --restate-model M --start D --end D`, the stock command's habit: staged
+    in environment `dev` exactly as `tardy restate --model M --start D --end D --env dev
+    --no-promote` stages it (the same views, row for row), prod untouched; with
+    `--auto-apply` it is promoted. Without a range it takes the models' computed days, as
+    SQLMesh does."""
+    from tardy.engine.named import computed_range
+
+    daily = physical_table(context, "gold.daily_store_revenue")
+    day = CONFIG.start + timedelta(days=6)
+    clean = content_hashes(context, spark)
+    spark.sql(
+        f"UPDATE {daily} SET revenue = revenue - 3 WHERE event_date = DATE'{day}' AND store_id = 1"
+    )
+    edited = content_hashes(context, spark)
+    selection = ("--restate-model", "gold.daily_store_revenue", "--start", str(day), "--end")
+
+    code, out, err = cli_in_process("plan", "dev", *selection, str(day), "--json")
+    assert code == 0, err
+    planned = json.loads(out)
+    assert planned["status"] == "staged" and planned["environment"] == "dev", planned
+    assert planned["named"] == {
+        "models": ["gold.daily_store_revenue"],
+        "start": str(day),
+        "end": str(day),
+    }
+    assert content_hashes(context, spark) == edited  # staged only
+    by_plan = _staged_views(spark, planned)
+    assert cli_in_process("discard", planned["restatement_id"])[0] == 0
+
+    code, out, err = cli_in_process(
+        "restate",
+        "--model",
+        "gold.daily_store_revenue",
+        "--start",
+        str(day),
+        "--end",
+        str(day),
+        "--env",
+        "dev",
+        "--no-promote",
+        "--reason",
+        "the same, as tardy restate",
+        "--json",
+    )
+    assert code == 0, err
+    restated = json.loads(out)
+    assert restated["status"] == "staged"
+    for key in ("impacted", "roots"):
+        assert restated[key] == planned[key], key
+    assert _staged_views(spark, restated) == by_plan
+    assert "gold.daily_store_revenue" in by_plan and by_plan != {
+        model: sorted(str(row) for row in spark.table(model).collect()) for model in by_plan
+    }  # the staged day differs from the edited prod
+    assert cli_in_process("discard", restated["restatement_id"])[0] == 0
+    assert content_hashes(context, spark) == edited
+
+    code, out, err = cli_in_process("plan", "dev", *selection, str(day), "--auto-apply", "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "promoted"
+    assert content_hashes(context, spark) == clean
+
+    last = CONFIG.start + timedelta(days=CONFIG.days - 1)
+    assert computed_range(context, ["gold.daily_store_revenue"]) == (CONFIG.start, last)

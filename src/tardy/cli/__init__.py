@@ -31,6 +31,7 @@ from tardy.cli.reading import (
 from tardy.cli.restatement import (
     cmd_discard,
     cmd_log,
+    cmd_plan,
     cmd_promote,
     cmd_restate,
     cmd_rollback,
@@ -242,6 +243,30 @@ def build_parser() -> argparse.ArgumentParser:
         "restatement_max_change)",
     )
     res.set_defaults(func=cmd_restate)
+
+    pln = sub.add_parser(
+        "plan",
+        help="`sqlmesh plan ENV --restate-model M` as a restatement: the models' days staged "
+        "in ENV for review (promoted with --auto-apply)",
+    )
+    pln.add_argument("environment", help="stage in <schema>__<ENV>.<table> (prod: a new one)")
+    pln.add_argument(
+        "--restate-model",
+        "-r",
+        action="append",
+        required=True,
+        help="as `sqlmesh plan --restate-model`: names, wildcards, tag:...; repeatable",
+    )
+    pln.add_argument(
+        "--start", "-s", type=date.fromisoformat, help="first day (default: its first computed)"
+    )
+    pln.add_argument(
+        "--end", "-e", type=date.fromisoformat, help="last day (default: its last computed)"
+    )
+    pln.add_argument("--auto-apply", action="store_true", help="promote once audited and diffed")
+    pln.add_argument("--reason", help="why (kept in the restatement log; default: the command)")
+    pln.add_argument("--json", action="store_true")
+    pln.set_defaults(func=cmd_plan)
 
     pro = sub.add_parser("promote", help="promote a staged restatement (or finish one)")
     pro.add_argument("restatement_id", nargs="?")

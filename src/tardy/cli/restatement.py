@@ -153,6 +153,42 @@ def cmd_restate(args: argparse.Namespace) -> int:
     return _restatement_command(args, action, lock_as=restatement_id)
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``tardy plan ENV --restate-model M [--start D] [--end D] [--auto-apply]``: the stock
+    command's habit, as a named restatement (``tardy restate --model M --env ENV
+    --no-promote``): staged in ENV for review, or promoted with ``--auto-apply``. No range:
+    the models' computed days, as SQLMesh restates them. ``prod``: staged in an environment
+    named after the restatement."""
+    from tardy.engine.named import Selection, computed_range
+    from tardy.engine.plan import new_id
+    from tardy.engine.restate import restate
+
+    models = tuple(args.restate_model)
+    restatement_id = new_id()
+    reason = args.reason or " ".join(
+        ["tardy plan", args.environment]
+        + [f"--restate-model {m}" for m in models]
+        + [f"--{k} {v}" for k, v in (("start", args.start), ("end", args.end)) if v]
+    )
+
+    def action(context: t.Any, spark: t.Any) -> t.Any:
+        start, end = args.start, args.end
+        if start is None or end is None:
+            first, last = computed_range(context, models)
+            start, end = start or first, end or last
+        return restate(
+            context,
+            spark,
+            reason,
+            promote=args.auto_apply,
+            restatement_id=restatement_id,
+            selection=Selection(models, start, end),
+            environment_name=None if args.environment == "prod" else args.environment,
+        )
+
+    return _restatement_command(args, action, lock_as=restatement_id)
+
+
 def _restatement_of(spark: t.Any, args: argparse.Namespace, request: t.Any) -> str:
     """The restatement a command acts on: the id given, or the latest of ``--request``."""
     from tardy.engine.restate import latest_with_suffix

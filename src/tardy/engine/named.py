@@ -78,6 +78,21 @@ def selected_models(context: Context, selection: Selection) -> list[str]:
     return named
 
 
+def computed_range(context: Context, selectors: t.Sequence[str]) -> tuple[date, date]:
+    """The days the selected models have computed in prod, the first one's first to the last
+    one's last: what ``sqlmesh plan --restate-model`` restates when no range is given
+    (``tardy plan``)."""
+    names = set(selected_models(context, Selection(tuple(selectors), date.min, date.max)))
+    snapshots = [s for s in sqlmesh_api.model_snapshots(context) if s.model.name in names]
+    firsts = [d for s in snapshots if (d := sqlmesh_api.first_computed_day(s)) is not None]
+    lasts = [d for s in snapshots if (d := sqlmesh_api.last_computed_day(s)) is not None]
+    if not firsts or not lasts:
+        raise SelectionError(
+            f"{' '.join(selectors)}: prod has computed no day of it yet (`sqlmesh plan` first)"
+        )
+    return min(firsts), max(lasts)
+
+
 def manifest(context: Context, spark: SparkSession, selection: Selection) -> Manifest:
     """The manifest of a named restatement: the selected models' days in the range as roots,
     their closure over the DAG as ``impacted``, the equivalent stock commands."""
