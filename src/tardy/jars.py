@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
     if command == "install":
         copied = install()
         state = f"copied {len(copied)} jars" if copied else "already installed"
-        print(f"{delta_coordinate()}: {state} (in {pyspark_jars_dir()})")
+        print(f"{state}, {delta_coordinate()} (in {pyspark_jars_dir()})")
         return 0
     if command == "check":
         print(f"{delta_coordinate()}: {'installed' if is_installed() else 'missing'}")
