@@ -19,8 +19,9 @@ the raw numbers, to $TARDY_HOME/bench.json:
 3. ``demo`` (data home ``demo``, built by ``tardy demo``; 5 stores, 28 days): 3 late sales for
    one closed day, then, as CLI processes timed by wall clock, ``tardy restate --json``
    against a stock ``sqlmesh plan --restate-model bronze.pos_events`` over every day; then a
-   second ``tardy restate`` on 3 more late sales, its ratio to the same stock restatement
-   held to issue 29's "both warm" target (0.7) where the first keeps the earlier one (1).
+   second ``tardy restate`` on 3 more late sales: both ratios to the same stock restatement
+   held to issue 50's 0.5; after a third ingest, a computed ``tardy status`` and ``tardy
+   detect --fresh``, each held to 5 s.
 
 ``--scale small`` (or TARDY_BENCH_SCALE=small) runs the same flow at a tiny size (3 stores,
 40 and 8 days, 50 sales a store-day) in a few minutes; the default is ``full``. No timing is
@@ -45,8 +46,10 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 BENCH_START = "2025-11-01"
 RUNS = 3  # daily runs and 1-day restatements per home (best of)
-STEPS = ("detect", "stage", "audit", "diff", "promote", "log")
+STEPS = ("detect", "stage", "audit", "diff", "promote", "log", "publish")
 DESIGNS = "docs/engine.md (Open) and docs/benchmarks.md"
+MAX_STATEMENTS = 40  # issue 50: plans per restatement on the warm engine
+AFTER_INGEST = 5.0  # issue 50: seconds of a computed `tardy status` / `tardy detect`
 
 
 @dataclass(frozen=True)
@@ -419,6 +422,9 @@ def part_demo(root: Path) -> dict[str, t.Any]:
     seconds, out = cli([tardy, "restate", "--reason", "bench, again", "--json"], env, log)
     again = cli_outcome(seconds, out)
     land(3)
+    # Issue 50: what a user asks right after an ingest, computed (nothing recorded is current).
+    status_seconds, _ = cli([tardy, "status", "--json"], env, log)
+    detect_seconds, _ = cli([tardy, "detect", "--json", "--fresh"], env, log)
     stock_args = [
         sqlmesh,
         "plan",
@@ -440,6 +446,8 @@ def part_demo(root: Path) -> dict[str, t.Any]:
         "restated_day": day.isoformat(),
         "tardy_restate": restated,
         "tardy_restate_again": again,
+        "status_after_ingest": status_seconds,
+        "detect_after_ingest": detect_seconds,
         "stock_full": stock,
         "stock_command": " ".join(["sqlmesh", *stock_args[1:]]),
     }
@@ -565,7 +573,7 @@ def report(scale_name: str, scale: Scale, parts: dict[str, t.Any]) -> dict[str, 
             "k1_vs_full",
             tardy["k1"]["seconds"],
             full["seconds"],
-            0.12,
+            0.10,
             tardy["k1"],
         )
         ratio(
@@ -573,7 +581,7 @@ def report(scale_name: str, scale: Scale, parts: dict[str, t.Any]) -> dict[str, 
             "k2_vs_hull",
             tardy["k2"]["seconds"],
             hull["seconds"],
-            0.15,
+            0.12,
             tardy["k2"],
         )
         ratio(
@@ -588,13 +596,13 @@ def report(scale_name: str, scale: Scale, parts: dict[str, t.Any]) -> dict[str, 
         most = max(counts)
         rows.append(
             (
-                "Spark statements per restatement (most of k=1, 2, 10)",
+                "Spark statements (warm engine: plans) per restatement (most of k=1, 2, 10)",
                 f"{most}",
-                "<= 30",
-                "yes" if most <= 30 else "**no**",
+                f"<= {MAX_STATEMENTS}",
+                "yes" if most <= MAX_STATEMENTS else "**no**",
             )
         )
-        if most > 30:
+        if most > MAX_STATEMENTS:
             holds.append(
                 per_step(f"{most} statements", tardy[("k1", "k2", "k10")[counts.index(most)]])
             )
@@ -657,7 +665,7 @@ def report(scale_name: str, scale: Scale, parts: dict[str, t.Any]) -> dict[str, 
             "demo",
             restated["seconds"],
             demo["stock_full"],
-            1.0,
+            0.5,
             restated,
         )
         where["demo, 3 late sales (CLI)"] = restated
@@ -672,10 +680,21 @@ def report(scale_name: str, scale: Scale, parts: dict[str, t.Any]) -> dict[str, 
                 "demo_warm",
                 again["seconds"],
                 demo["stock_full"],
-                0.7,
+                0.5,
                 again,
             )
             where["demo, again (CLI)"] = again
+        for key, command in (("status_after_ingest", "status"), ("detect_after_ingest", "detect")):
+            if key in demo:  # runs before 2026-11-29 did not time them
+                seconds = demo[key]
+                rows.append(
+                    (
+                        f"demo: computed `tardy {command}` after an ingest (CLI wall clock)",
+                        fmt_s(seconds),
+                        f"<= {AFTER_INGEST:g} s",
+                        "yes" if seconds <= AFTER_INGEST else "**no**",
+                    )
+                )
     table = ["| measurement | value | target | met? |", "|---|---:|---|---|"]
     table += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     names = list(where)

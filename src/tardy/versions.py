@@ -40,7 +40,9 @@ import csv
 import hashlib
 import io
 import json
+import os
 import typing as t
+import weakref
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -54,7 +56,9 @@ from tardy.errors import InputError, TardyError
 from tardy.sql import in_list, literal
 
 if t.TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
     from sqlmesh import Context
     from sqlmesh.core.snapshot import Snapshot
 
@@ -150,19 +154,33 @@ class Published:
         }
 
 
-def ensure_table(spark: SparkSession) -> None:
+# Per session: the data home whose publications table was found current, and its schema.
+_CURRENT: weakref.WeakKeyDictionary[SparkSession, tuple[str, StructType]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def ensure_table(spark: SparkSession) -> StructType:
     """Create the publications table when it is missing, add ``day_digests`` to one created
-    before it (an analysis of the table when it is current: no statement)."""
+    before it; its schema. Checked once per session and data home in this process (an
+    analysis of the table: no statement)."""
     from pyspark.errors import AnalysisException
 
+    home = os.environ.get("TARDY_HOME", "")
+    known = _CURRENT.get(spark)
+    if known is not None and known[0] == home:
+        return known[1]
     try:
         columns = spark.table(TABLE).columns
     except AnalysisException:
         spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
         spark.sql(DDL)
-        return
+        columns = [DAY_DIGESTS_COLUMN]
     if DAY_DIGESTS_COLUMN not in columns:
         spark.sql(ADD_DAY_DIGESTS)
+    schema = spark.table(TABLE).schema
+    _CURRENT[spark] = (home, schema)
+    return schema
 
 
 def published_snapshots(context: Context) -> dict[str, Snapshot]:
@@ -188,16 +206,30 @@ def as_text(value: object) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def read_version(
+    spark: SparkSession, physical_table: str, delta_version: int, where: str = ""
+) -> pa.Table:
+    """One Delta version of a table (its rows where ``where``, a SQL condition), read by
+    time travel as a DataFrame: one plan on Spark Connect, where a ``spark.sql`` query is two
+    (docs/engine.md, "Publication reads")."""
+    frame = (
+        spark.read.format("delta").option("versionAsOf", int(delta_version)).table(physical_table)
+    )
+    return (frame.where(where) if where else frame).toArrow()
+
+
+def as_rows(arrow: pa.Table) -> tuple[list[str], list[tuple[str, ...]]]:
+    """The columns and the rows, as text sorted, of a read (``read_version``)."""
+    rows = sorted(tuple(as_text(v) for v in row.values()) for row in arrow.to_pylist())
+    return arrow.column_names, rows
+
+
 def read_rows(
     spark: SparkSession, physical_table: str, delta_version: int, where: str = ""
 ) -> tuple[list[str], list[tuple[str, ...]]]:
     """The columns and the rows, as text sorted, of one Delta version of a table (one
     statement)."""
-    arrow = spark.sql(
-        f"SELECT * FROM {physical_table} VERSION AS OF {int(delta_version)} {where}"
-    ).toArrow()
-    rows = sorted(tuple(as_text(v) for v in row.values()) for row in arrow.to_pylist())
-    return arrow.column_names, rows
+    return as_rows(read_version(spark, physical_table, delta_version, where))
 
 
 def export_text(spark: SparkSession, physical_table: str, delta_version: int) -> tuple[str, int]:
@@ -262,10 +294,13 @@ def readable(spark: SparkSession, publication: Publication) -> bool:
 
 
 def publications(spark: SparkSession, table_name: str | None = None) -> list[Publication]:
-    """Every publication (of one model), oldest first (one statement)."""
+    """Every publication (of one model), oldest first (one statement: a DataFrame, one plan
+    on Spark Connect)."""
     ensure_table(spark)
-    where = f"WHERE table_name = {literal(table_name)}" if table_name else ""
-    rows = spark.sql(f"SELECT * FROM {TABLE} {where} ORDER BY table_name, version").collect()
+    frame = spark.table(TABLE)
+    if table_name:
+        frame = frame.where(f"table_name = {literal(table_name)}")
+    rows = frame.orderBy("table_name", "version").collect()
     return [
         Publication(
             table_name=r.table_name,
@@ -296,24 +331,18 @@ class Commit:
 
 
 def _commit_days(
-    spark: SparkSession,
-    column: str,
-    physical: str,
-    version: int,
-    last: Publication | None,
-    commit: Commit | None,
+    physical: str, version: int, last: Publication | None, commit: Commit | None
 ) -> list[str] | None:
     """The days a promotion ``commit`` changed, when it made the version right on the
     previously published one (None otherwise), read with no statement: it replaced exactly
-    the days whose rows the diff found different, and nothing else (a DATE time column,
-    whose text is the day's ISO date). Comparing with the previous version instead needs
-    time travel to it, which rebuilds its snapshot (~1 s a table, docs/versioned-truth.md)."""
+    the days whose rows the diff found different, and nothing else. Comparing with the
+    previous version instead needs time travel to it, which rebuilds its snapshot (~1 s a
+    table, docs/versioned-truth.md)."""
     if (
         commit is not None
         and last is not None
         and (last.physical_table, last.delta_version) == (physical, commit.before)
         and version == commit.after == commit.before + 1
-        and spark.table(physical).schema[column].dataType.typeName() == "date"
     ):
         return sorted(commit.days)
     return None
@@ -337,12 +366,16 @@ def _digested(
     version is read whole once, and the changed days are those whose digests differ from the
     previous publication's (or, when that one has none, whose rows differ: a comparison of
     the two versions)."""
-    days = _commit_days(spark, column, physical, version, last, commit)
+    days = _commit_days(physical, version, last, commit)
     if days is not None and last is not None and last.day_digests is not None:
-        where = "WHERE " + in_list(f"CAST(`{column}` AS STRING)", days)
-        columns, rows = read_rows(spark, physical, version, where)
-        kept = {day: digest for day, digest in last.day_digests.items() if day not in days}
-        return {**kept, **day_digests(columns, rows, column)}, days
+        arrow = read_version(spark, physical, version, in_list(f"CAST(`{column}` AS STRING)", days))
+        # A DATE time column's text is the day's ISO date, as the commit's days are: any other
+        # type (none of the project's today) is read whole below.
+        if str(arrow.schema.field(column).type) == "date32[day]":
+            columns, rows = as_rows(arrow)
+            kept = {day: digest for day, digest in last.day_digests.items() if day not in days}
+            return {**kept, **day_digests(columns, rows, column)}, days
+        days = None
     columns, rows = read_rows(spark, physical, version)
     digests = day_digests(columns, rows, column)
     if days is None:
@@ -431,15 +464,24 @@ def view_name(table_name: str) -> str:
 
 
 def _point_views(spark: SparkSession, latest: list[Publication]) -> None:
-    """One ``CREATE OR REPLACE VIEW`` per publication (and one per new schema): the view
-    reads its Delta version by time travel, so a later run does not change it."""
-    for schema in sorted({view_name(p.table_name).split(".")[0] for p in latest}):
-        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    """One ``CREATE OR REPLACE VIEW`` per publication: the view reads its Delta version by
+    time travel, so a later run does not change it. A view's schema is created when the
+    view's creation finds it missing (one statement then, none once it exists)."""
+    from pyspark.errors import AnalysisException
+
     for p in latest:
-        spark.sql(
-            f"CREATE OR REPLACE VIEW {view_name(p.table_name)} AS SELECT * FROM "
+        name = view_name(p.table_name)
+        create = (
+            f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM "
             f"{p.physical_table} VERSION AS OF {int(p.delta_version)}"
         )
+        try:
+            spark.sql(create)
+        except AnalysisException as error:
+            if "SCHEMA_NOT_FOUND" not in str(error):
+                raise
+            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {name.split('.')[0]}")
+            spark.sql(create)
 
 
 def _producer(user_metadata: str | None) -> str:
@@ -469,7 +511,7 @@ def _append(spark: SparkSession, rows: list[Publication], now: datetime) -> None
         )
         for p in rows
     ]
-    schema = spark.table(TABLE).schema
+    schema = ensure_table(spark)
     spark.createDataFrame(values, schema).write.format("delta").mode("append").saveAsTable(TABLE)
 
 
@@ -570,6 +612,6 @@ def show(spark: SparkSession, table_name: str, as_of: str | None, day: date | No
     """The rows a published version holds, all or those whose time column is ``day``
     (a day, or a week's or month's first day)."""
     publication = resolve(publications(spark, table_name), table_name, as_of)
-    where = f"WHERE {publication.time_column} = DATE'{day.isoformat()}'" if day else ""
+    where = f"{publication.time_column} = DATE'{day.isoformat()}'" if day else ""
     columns, rows = read_rows(spark, publication.physical_table, publication.delta_version, where)
     return Shown(publication, day.isoformat() if day else None, columns, rows)

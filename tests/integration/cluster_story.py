@@ -314,6 +314,27 @@ def build_smoke_reference(engine: t.Any, root: Path) -> dict[str, t.Any]:
 SMOKE_REFERENCE = Template("smoke-reference", build_smoke_reference)
 
 
+def one_plan_reads(spark: t.Any) -> dict[str, t.Any]:
+    """The plans a read costs over this session, metered: ``delta.query`` and ``spark.sql``
+    of the same query, and whether both return the same rows (an aggregate and a history
+    command)."""
+    from tardy.engine import delta
+    from tardy.engine.meter import Meter
+
+    out: dict[str, t.Any] = {}
+    for name, sql in (
+        ("aggregate", "SELECT store_id, COUNT(*) AS n FROM bronze.pos_events GROUP BY store_id"),
+        ("history", "DESCRIBE HISTORY bronze.pos_events"),
+    ):
+        meter = Meter(spark)
+        with meter.step("query"):
+            lazy = sorted(map(tuple, delta.query(spark, sql).collect()))
+        with meter.step("sql"):
+            eager = sorted(map(tuple, spark.sql(sql).collect()))
+        out[name] = {**meter.statements, "same": lazy == eager, "rows": len(lazy)}
+    return out
+
+
 if __name__ == "__main__":
     from tardy.project import open_context, spark_of
 
@@ -331,4 +352,5 @@ if __name__ == "__main__":
             with_run="--no-run" not in sys.argv[3:],
         )
         story["writes"] = silver_writes(spark_of(opened))
+        story["reads"] = one_plan_reads(spark_of(opened))
         print(json.dumps(story, default=str))

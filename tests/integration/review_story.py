@@ -100,7 +100,7 @@ class Child:
         return len(log.entries(self.spark))
 
     def watermarks(self) -> int:
-        from tardy.engine.detect import WATERMARK_TABLE
+        from tardy.engine.watermark import WATERMARK_TABLE
 
         return self.spark.table(WATERMARK_TABLE).count()
 

@@ -96,6 +96,12 @@ def test_connect_restates_a_late_delivery_as_local_does(
     overwrites = [w for w in connected["writes"] if w.get("mode") == "Overwrite"]
     assert len(overwrites) >= 2, connected["writes"]
     assert all("event_date" in w.get("predicate", "") for w in overwrites), overwrites
+    # A read through `delta.query` is one plan over Connect, where `spark.sql` is two (its
+    # eager analysis, then the query: docs/engine.md, "One plan a read"), with the same rows.
+    for name, read in connected["reads"].items():
+        assert read["same"] and read["rows"] > 0, (name, read)
+        assert read["query"] == 1, (name, read)
+    assert connected["reads"]["aggregate"]["sql"] == 2, connected["reads"]
 
 
 def test_the_connect_server_answers_only_its_owner(cluster: dict[str, str]) -> None:

@@ -43,6 +43,8 @@ from timeline import (
 )
 
 from tardy import exact_writes
+from tardy.engine.watermark import Watermark
+from tardy.engine.watermark import read as read_watermark
 from tardy.ingest import ingest
 from tardy.landing import arrival_dir_name
 
@@ -300,7 +302,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     # Without a watermark every record is new: the readers compared whole with prod (no key
     # restriction, aggregates only) find the same changes, prod reflecting the rest.
     with monkeypatch.context() as patched:
-        patched.setattr("tardy.engine.detect.watermark", lambda spark: (None, None))
+        patched.setattr("tardy.engine.detect.read_watermark", lambda spark: Watermark())
         whole = detect(context, spark)
     assert whole.since_bronze_version is None
     assert (whole.roots, whole.impacted, whole.late_rows) == (
@@ -421,10 +423,18 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     assert_trail_matches(spark, staged, prod_rows, staged_rows)
     assert_history_of_a_moved_transaction(context, spark, moved, staged.restatement_id)
     assert_report_shows_the_emptied_day(context, spark, staged, prod_rows, d(1))
-    # The row inside the grace window is not in prod yet: the watermark waits for it.
-    assert not done.advanced_watermark
+    # The row inside the grace window is not in prod yet, but the next run recomputes its day
+    # (lookback = grace): the watermark advances past it and keeps its day as pending, so
+    # detection does not read these records again and still reports the day.
+    silver = "silver.sales_transactions"
+    assert done.advanced_watermark
+    mark = read_watermark(spark)
+    assert mark.version == manifest.bronze_version
+    assert mark.pending[silver].days == {last}
     again = restate(context, spark, "no new arrivals")
     assert again.status == "nothing_to_do" and again.manifest.is_empty
+    assert again.manifest.since_bronze_version == manifest.bronze_version
+    assert again.manifest.absorbed_by_next_run[silver] == [[last.isoformat()] * 2]
     assert promote_staged(context, spark, staged.restatement_id).status == "already_promoted"
 
     # The next daily run absorbs the row inside the grace window; then prod equals the
@@ -434,7 +444,9 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
     through = next_clock.date() - timedelta(days=1)
     assert_prod_equals_recomputation(spark, timeline.files, data_home.landing, through)
     settled = restate(context, spark, "after the run")
-    assert settled.status == "nothing_to_do" and settled.advanced_watermark
+    # The run moved silver's last computed day: the pending day is absorbed, none remains.
+    assert settled.status == "nothing_to_do"
+    assert not any(settled.manifest.absorbed_by_next_run.values())
     promoted = content_hashes(context, spark)
     restate_bronze(context, CONFIG.start, next_clock)
     assert content_hashes(context, spark) == promoted
@@ -775,7 +787,6 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
     the arrival watermark alone, and rolls back to exactly the edited state. Over a range
     where nothing is wrong it promotes nothing and says so."""
     from tardy.engine import log as restatement_log
-    from tardy.engine.detect import watermark
     from tardy.engine.named import Selection
     from tardy.engine.restate import restate, rollback
 
@@ -792,7 +803,7 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
     )
     edited = content_hashes(context, spark)
     assert edited != clean
-    mark = watermark(spark)
+    mark = read_watermark(spark)
     try:
         selection = Selection(("gold.daily_store_revenue",), day, day)
         done = restate(context, spark, "partner: store 1 revenue wrong", selection=selection)
@@ -814,7 +825,7 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
         # The recomputed week, month and features equal prod's (computed before the edit).
         assert done.promoted == {"gold.daily_store_revenue": [[d, d]]}
         assert content_hashes(context, spark) == clean
-        assert watermark(spark) == mark and not done.advanced_watermark
+        assert read_watermark(spark) == mark and not done.advanced_watermark
         entries = restatement_log.entries(spark, done.restatement_id)
         assert [e["action"] for e in entries] == ["staging", "staged", "promoting", "promoted"]
         assert entries[1]["manifest"]["reasons"]["gold.daily_store_revenue"].startswith("named:")
@@ -826,7 +837,7 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
 
         rollback(context, spark, done.restatement_id, "check the rollback")
         assert content_hashes(context, spark) == edited
-        assert watermark(spark) == mark
+        assert read_watermark(spark) == mark
         # The rollback appended the promotion's trail rows reversed; the row is unrevised.
         from tardy.engine.trail import changes
 

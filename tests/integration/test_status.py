@@ -339,9 +339,9 @@ def test_cli_status_table(lake, context, monkeypatch, capsys) -> None:
 
 
 def test_pending_age_is_the_wait_of_the_oldest_late_row_since_the_watermark(lake, spark) -> None:
-    from tardy.engine.detect import watermark
+    from tardy.engine.watermark import read
 
-    _, previous = watermark(spark)
+    previous = read(spark).stamp
     b = lake.bronze
     valid = b.event_ts.notna() & (b.event_ts <= b.arrival_ts)
     late = valid & (b.arrival_ts > b.event_ts.dt.normalize() + pd.Timedelta(days=1 + GRACE))

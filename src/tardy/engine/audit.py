@@ -22,7 +22,7 @@ from __future__ import annotations
 import typing as t
 from dataclasses import asdict, dataclass
 
-from tardy.engine import sqlmesh_api
+from tardy.engine import delta, sqlmesh_api
 from tardy.errors import RestatementFailed
 
 if t.TYPE_CHECKING:
@@ -104,9 +104,8 @@ def count(spark: SparkSession, planned: list[PlannedAudit]) -> list[AuditResult]
         f"({item.query.query.sql(dialect='spark', identify=True)}) AS _audit_{case}"
         for case, item in enumerate(planned)
     ]
-    counts = {
-        row._case: int(row._rows) for row in spark.sql(" UNION ALL ".join(branches)).collect()
-    }
+    found = delta.query(spark, " UNION ALL ".join(branches)).collect()
+    counts = {row._case: int(row._rows) for row in found}
     return [
         AuditResult(
             audit=item.query.audit,

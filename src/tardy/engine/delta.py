@@ -23,6 +23,24 @@ class NoRowError(RuntimeError):
     none."""
 
 
+def query(spark: SparkSession, sql: str) -> DataFrame:
+    """A read query as a lazy DataFrame: nothing runs until an action, which is one plan on
+    Spark Connect, where ``spark.sql`` first runs the query's analysis as an eager command (a
+    second plan: docs/engine.md, "One plan a read"). In-process it is ``spark.sql``. Never
+    for a write or a command: those must run where they are called."""
+    from tardy.engine.meter import is_connect
+
+    if not is_connect(spark):
+        return spark.sql(sql)
+    # The Connect client's own SQL relation (what ``spark.sql`` wraps after its eager
+    # command), not a public class: pyspark is pinned (constraints.txt), and the cluster
+    # smoke (tests/integration/test_cluster_smoke.py) checks the plans and the rows.
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectFrame
+    from pyspark.sql.connect.plan import SQL
+
+    return t.cast("DataFrame", ConnectFrame(SQL(sql), t.cast(t.Any, spark)))
+
+
 def single_row(frame: DataFrame) -> Row:
     """The first row of ``frame``, a query that always has one (an aggregate without
     ``GROUP BY``, ``DESCRIBE HISTORY`` of a Delta table)."""

@@ -9,40 +9,26 @@ the two versions. The days that differ are split into those the next ``sqlmesh r
 recomputes anyway (inside the grace window) and closed days, whose downstream closure over
 the DAG (``tardy.engine.closure``: daily day, week, month, the 28 days of features that
 include the day) is the change manifest. ``tardy.engine.machine`` stages the manifest's root
-intervals and cascades only what changed, then advances the watermark.
-
-The watermark table's ``bronze_version`` is the version of the first declared fact source's
-table (``sources.yaml``); every other bronze table's version is in ``source_versions``.
+intervals and cascades only what changed, then advances the watermark
+(``tardy.engine.watermark``), past the days inside the grace window too: those the watermark
+row keeps as pending, reported here until the model's next run recomputes them.
 """
 
 from __future__ import annotations
 
 import typing as t
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 
 from tardy.engine import delta, dimension, facts, sqlmesh_api
 from tardy.engine.closure import Closure, days_of, ranges
+from tardy.engine.watermark import ensure_table
+from tardy.engine.watermark import read as read_watermark
 from tardy.key_index import KeySet
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlmesh import Context
-
-WATERMARK_TABLE = "tardy.arrival_watermarks"
-WATERMARK_DDL = f"""
-CREATE TABLE IF NOT EXISTS {WATERMARK_TABLE} (
-  bronze_version BIGINT NOT NULL,
-  arrival_watermark TIMESTAMP,
-  advanced_at TIMESTAMP NOT NULL,
-  reason STRING NOT NULL,
-  source_versions MAP<STRING, BIGINT>
-) USING delta
-TBLPROPERTIES ('delta.appendOnly' = 'true')
-"""
-# The versions of the other bronze tables prod reflects (a dimension's: ``tardy.engine.
-# dimension``), added to watermark tables created before it.
-SOURCE_VERSIONS_COLUMN = "source_versions"
 
 
 @dataclass
@@ -92,46 +78,8 @@ class Manifest:
         return not any(self.impacted.values())
 
 
-def ensure_watermark_table(spark: SparkSession) -> None:
-    if spark.catalog.tableExists(WATERMARK_TABLE):  # a catalog lookup, not a statement
-        if SOURCE_VERSIONS_COLUMN not in spark.table(WATERMARK_TABLE).schema.fieldNames():
-            try:
-                spark.sql(
-                    f"ALTER TABLE {WATERMARK_TABLE} "
-                    f"ADD COLUMNS ({SOURCE_VERSIONS_COLUMN} MAP<STRING, BIGINT>)"
-                )
-            except Exception:  # another process added it first
-                if SOURCE_VERSIONS_COLUMN not in spark.table(WATERMARK_TABLE).schema.fieldNames():
-                    raise
-        return
-    spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
-    spark.sql(WATERMARK_DDL)
-
-
-def watermark(spark: SparkSession) -> tuple[int | None, str | None]:
-    """The arrival watermark: (bronze version, latest arrival) prod reflects, or (None, None)
-    when it was never set."""
-    row = spark.sql(
-        f"SELECT bronze_version, arrival_watermark FROM {WATERMARK_TABLE} "
-        "ORDER BY advanced_at DESC, bronze_version DESC LIMIT 1"
-    ).first()
-    if row is None or row.bronze_version < 0:  # never set, or rolled back to the start
-        return None, None
-    stamp = row.arrival_watermark.isoformat() if row.arrival_watermark else None
-    return int(row.bronze_version), stamp
-
-
-def source_watermarks(spark: SparkSession) -> dict[str, int]:
-    """The versions of the dimensions' bronze tables prod reflects (empty: never recorded)."""
-    row = spark.sql(
-        f"SELECT {SOURCE_VERSIONS_COLUMN} AS v FROM {WATERMARK_TABLE} "
-        "ORDER BY advanced_at DESC, bronze_version DESC LIMIT 1"
-    ).first()
-    return {} if row is None or row.v is None else {k: int(v) for k, v in row.v.items()}
-
-
 def detect(context: Context, spark: SparkSession) -> Manifest:
-    ensure_watermark_table(spark)
+    ensure_table(spark)
     grace = int(context.config.variables["grace_days"])
     snapshots = sqlmesh_api.model_snapshots(context)
     closure = Closure(context, snapshots)
@@ -143,15 +91,15 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
             "models, `sqlmesh plan` applies it)"
         )
     primary = sources[0].table
-    since, previous = watermark(spark)
-    since_sources = source_watermarks(spark)
+    mark = read_watermark(spark)
+    since, previous, since_sources = mark.version, mark.stamp, mark.sources
     bronze = [s.table for s in sources] + [t for d in dimensions for t in d.sources]
     history = delta.History.of(spark, bronze)
     version = history.version(primary)
     # Bronze is append-only: its latest arrival is in the partitions from the previous one on.
     newer = f"WHERE arrival_date >= DATE'{previous[:10]}'" if previous else ""
-    arrival = spark.sql(
-        f"SELECT MAX(arrival_ts) AS m FROM {primary} VERSION AS OF {version} {newer}"
+    arrival = delta.query(
+        spark, f"SELECT MAX(arrival_ts) AS m FROM {primary} VERSION AS OF {version} {newer}"
     )
     latest = delta.single_row(arrival).m
     found: dict[str, set[date]] = {}
@@ -208,6 +156,15 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
         source_versions.update(altered.versions)
         if altered.windows:
             windows[dim.name] = [w.as_dict() for w in altered.windows]
+    # The days an earlier advance found inside the grace window that no run recomputed since
+    # (``tardy.engine.watermark``): the next run still absorbs them.
+    for model, pending in mark.pending.items():
+        snapshot = closure.snapshots.get(model)
+        carried = pending.still_pending(
+            sqlmesh_api.last_computed_day(snapshot) if snapshot else None
+        )
+        if snapshot and carried:
+            absorbed[model] = ranges(days_of(absorbed.get(model, [])) | carried)
     reached = closure.downstream(roots)
     for model, n in counts.items():
         reasons[model] = (
@@ -251,21 +208,3 @@ def stock_commands(closure: Closure, roots: dict[str, set[date]], source: str) -
                 f"sqlmesh plan --restate-model {source} --start {min(every)} --end {max(every)}"
             )
     return list(dict.fromkeys(commands))
-
-
-def advance_watermark(
-    spark: SparkSession,
-    version: int,
-    arrival_watermark: str | None,
-    reason: str,
-    source_versions: dict[str, int] | None = None,
-) -> None:
-    """Record that prod reflects bronze up to ``version`` (-1: nothing yet), and the
-    dimensions' bronze tables up to ``source_versions`` (None or a missing table: never
-    recorded)."""
-    ensure_watermark_table(spark)
-    stamp = datetime.fromisoformat(arrival_watermark) if arrival_watermark else None
-    spark.createDataFrame(
-        [(version, stamp, datetime.now(UTC), reason, source_versions or None)],
-        schema=spark.table(WATERMARK_TABLE).schema,
-    ).write.format("delta").mode("append").saveAsTable(WATERMARK_TABLE)

@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import date
 from decimal import Decimal
 
+from tardy.engine import delta
+
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -346,7 +348,7 @@ def diff_tables(
             )
         )
     rows: list[list[dict[str, t.Any]]] = [[] for _ in tables]
-    for row in spark.sql(" UNION ALL ".join(parts)).collect():
+    for row in delta.query(spark, " UNION ALL ".join(parts)).collect():
         rows[row["_table"]].append(row.asDict())
     return [
         _table_diff(staged, columns, mine)

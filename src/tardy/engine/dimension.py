@@ -179,7 +179,7 @@ def _timelines(
         return {}
     columns = [*dimension.key, dimension.valid_from, dimension.valid_to, *attributes]
     listed = ", ".join(f"`{c}`" for c in columns)
-    rows = spark.sql(f"SELECT {listed} FROM ({query.sql('spark')}) AS _d").collect()
+    rows = delta.query(spark, f"SELECT {listed} FROM ({query.sql('spark')}) AS _d").collect()
     out: dict[tuple[t.Any, ...], list[tuple[datetime, datetime, tuple[t.Any, ...]]]] = {}
     n = len(dimension.key)
     for row in rows:

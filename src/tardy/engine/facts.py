@@ -34,7 +34,7 @@ from datetime import date
 
 from sqlglot import exp, parse_one
 
-from tardy.engine import sqlmesh_api
+from tardy.engine import delta, sqlmesh_api
 from tardy.engine.dimension import plain_name
 from tardy.errors import InputError
 from tardy.key_index import (
@@ -280,14 +280,14 @@ def _compare(
             f"{differing})\nSELECT reader, day, COUNT(DISTINCT k) AS n, GROUPING(day) AS every "
             "FROM differing GROUP BY GROUPING SETS ((reader, day), (reader))"
         )
-        rows = spark.sql(sql).collect()
+        rows = delta.query(spark, sql).collect()
         for i, reader in enumerate(source.readers):
             if reader in readers:
                 mine = [r for r in rows if r.reader == i]
                 out.days[reader.name] = {r.day for r in mine if not r.every and r.day is not None}
                 out.counts[reader.name] = sum(r.n for r in mine if r.every)
         return out
-    rows = spark.sql(f"{differing})\nSELECT * FROM differing").collect()
+    rows = delta.query(spark, f"{differing})\nSELECT * FROM differing").collect()
     for i, reader in enumerate(source.readers):
         if reader not in readers:
             continue
@@ -308,9 +308,10 @@ def _restriction(
     if new is None:
         return _Restriction(None, None, "TRUE", "TRUE", variables=None, located=None)
     key = source.natural_key
-    rows = spark.sql(
+    rows = delta.query(
+        spark,
         f"SELECT {RECORD_ID}, k, {key_date_expression(exp.column('k')).sql('spark')} AS key_date "
-        f"FROM (SELECT {RECORD_ID}, {key} AS k FROM {new}) LIMIT {MAX_INLINED_ROWS + 1}"
+        f"FROM (SELECT {RECORD_ID}, {key} AS k FROM {new}) LIMIT {MAX_INLINED_ROWS + 1}",
     ).collect()
     if len(rows) > MAX_INLINED_ROWS:
         keys = view("_keys", f"SELECT DISTINCT {key} AS k FROM {new} WHERE {key} IS NOT NULL")
@@ -338,7 +339,7 @@ def _restriction(
             key_dates=in_list("key_date", {r.key_date for r in rows if r.k is not None}),
             keys=in_list("natural_key", touched),
         )
-        for row in spark.sql(lookup).collect():
+        for row in delta.query(spark, lookup).collect():
             located.setdefault(row.natural_key, set()).add(row.arrival_date)
     dates = {d for found in located.values() for d in found}
     records = in_list(f"({key})", touched)

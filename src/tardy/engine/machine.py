@@ -33,7 +33,7 @@ from tardy import versions as publishing
 from tardy.engine import audit, delta, environment, log, sqlmesh_api, trail
 from tardy.engine import promote as promotion
 from tardy.engine.closure import days_of, ranges
-from tardy.engine.detect import Manifest, advance_watermark
+from tardy.engine.detect import Manifest
 from tardy.engine.diff import (
     Breaker,
     Change,
@@ -57,6 +57,7 @@ from tardy.engine.stage import (
     stage_folder,
     write,
 )
+from tardy.engine.watermark import advance as advance_watermark
 from tardy.errors import Refused, RestatementFailed
 from tardy.key_index import KeySet
 
@@ -139,8 +140,7 @@ def advance(context: Context, spark: SparkSession, manifest: Manifest, reason: s
     target = watermark_target(context, manifest.as_dict())
     if target is None:
         return False
-    version, stamp, sources = target
-    advance_watermark(spark, version, stamp, reason, sources)
+    advance_watermark(spark, target.version, target.stamp, reason, target.sources, target.pending)
     return True
 
 
@@ -513,9 +513,13 @@ def _promote(
     target = watermark_target(context, manifest)
     advanced = target is not None
     if target is not None:
-        version, stamp, sources = target
         advance_watermark(
-            spark, version, stamp, f"restatement {restatement_id}: {entry['reason']}", sources
+            spark,
+            target.version,
+            target.stamp,
+            f"restatement {restatement_id}: {entry['reason']}",
+            target.sources,
+            target.pending,
         )
     log.append(
         spark,

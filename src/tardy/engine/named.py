@@ -23,7 +23,8 @@ from datetime import date, timedelta
 
 from tardy.engine import sqlmesh_api
 from tardy.engine.closure import Closure, ranges
-from tardy.engine.detect import Manifest, ensure_watermark_table, source_watermarks, watermark
+from tardy.engine.detect import Manifest
+from tardy.engine.watermark import ensure_table, read
 from tardy.errors import InputError
 
 if t.TYPE_CHECKING:
@@ -104,9 +105,9 @@ def manifest(context: Context, spark: SparkSession, selection: Selection) -> Man
     days = {selection.start + timedelta(days=i) for i in range(span)}
     roots = {model: closure.clip(model, days) for model in models}
     reached = closure.downstream(roots)
-    ensure_watermark_table(spark)
-    since, previous = watermark(spark)
-    sources = source_watermarks(spark)  # a named restatement moves neither watermark
+    ensure_table(spark)
+    mark = read(spark)  # a named restatement moves no watermark
+    since, previous, sources = mark.version, mark.stamp, mark.sources
     reasons = {model: f"named: {selection}" for model in models}
     for model in reached:
         if model not in reasons:

@@ -20,9 +20,10 @@ import typing as t
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from tardy.engine import dimension, sqlmesh_api
-from tardy.engine.closure import Closure
+from tardy.engine import sqlmesh_api
+from tardy.engine.closure import Closure, days_of
 from tardy.engine.diff import Breaker
+from tardy.engine.watermark import Pending
 from tardy.home import activate
 
 if t.TYPE_CHECKING:
@@ -30,6 +31,15 @@ if t.TYPE_CHECKING:
     from sqlmesh.core.snapshot import Snapshot
 
 DEFAULT_MAX_CHANGE = 0.25
+
+
+class Advance(t.NamedTuple):
+    """Where a promotion moves the arrival watermark (``tardy.engine.watermark.advance``)."""
+
+    version: int
+    stamp: str | None
+    sources: dict[str, int]
+    pending: dict[str, Pending]
 
 
 def new_id() -> str:
@@ -97,33 +107,25 @@ def moves_watermark(manifest: dict[str, t.Any]) -> bool:
     )
 
 
-def watermark_target(
-    context: Context, manifest: dict[str, t.Any]
-) -> tuple[int, str | None, dict[str, int]] | None:
-    """Where promoting the manifest moves the arrival watermark: (bronze version, arrival
-    time, the other bronze tables' versions), or None. Late facts inside the grace window
-    still wait for the next run: then every fact source stays (they are checked again next
-    time) while the dimensions' versions still advance (``detect``: the next run's lookback
-    recomputes a dimension's altered days inside the window). A named restatement moves
-    nothing."""
+def watermark_target(context: Context, manifest: dict[str, t.Any]) -> Advance | None:
+    """Where promoting the manifest moves the arrival watermark, or None (a named restatement
+    moves nothing). It moves to the versions detection read, past the records whose days lie
+    inside the grace window too: their days are kept as pending, with each model's last
+    computed day, since SQLMesh's lookback makes the model's next run recompute them
+    (``tardy.engine.watermark``). The last computed day is taken now, at the advance: if a
+    run recomputed them between detection and the promotion, they are reported pending
+    until the next one (never the reverse)."""
     if not moves_watermark(manifest):
         return None
-    snapshots = sqlmesh_api.model_snapshots(context)
-    dimensions = dimension.dimensions(context, snapshots)
-    children = {c.model.name for d in dimensions for c in d.children}
-    facts_pending = any(
-        spans for model, spans in manifest["absorbed_by_next_run"].items() if model not in children
-    )
-    since = manifest["since_bronze_version"]
-    sources = dict(manifest.get("source_versions") or {})
-    if not facts_pending:
-        return manifest["bronze_version"], manifest["arrival_watermark"], sources
-    # Every fact source stays where it was (its pending days are checked again next time).
-    held = dict(manifest.get("since_source_versions") or {})
-    dimension_tables = {table for d in dimensions for table in d.sources}
-    sources = {k: v for k, v in held.items() if k not in dimension_tables} | {
-        k: v for k, v in sources.items() if k in dimension_tables
+    snapshots = {s.model.name: s for s in sqlmesh_api.model_snapshots(context)}
+    pending = {
+        model: Pending(frozenset(days_of(spans)), sqlmesh_api.last_computed_day(snapshots[model]))
+        for model, spans in manifest["absorbed_by_next_run"].items()
+        if spans and model in snapshots
     }
-    if sources == held:
-        return None
-    return -1 if since is None else since, manifest["previous_watermark"], sources
+    return Advance(
+        manifest["bronze_version"],
+        manifest["arrival_watermark"],
+        dict(manifest.get("source_versions") or {}),
+        pending,
+    )

@@ -32,6 +32,7 @@ from __future__ import annotations
 import typing as t
 from enum import StrEnum
 
+from tardy.engine import delta
 from tardy.engine.diff import compare_sql
 from tardy.sql import literal
 
@@ -93,9 +94,10 @@ def ensure_trail(spark: SparkSession) -> None:
 
 def _written(spark: SparkSession, restatement_id: str, action: TrailAction) -> bool:
     return (
-        spark.sql(
+        delta.query(
+            spark,
             f"SELECT 1 FROM {TRAIL_TABLE} WHERE restatement_id = {literal(restatement_id)} "
-            f"AND action = {literal(action)} LIMIT 1"
+            f"AND action = {literal(action)} LIMIT 1",
         ).first()
         is not None
     )
@@ -212,5 +214,5 @@ def changes(
         if value is not None
     ]
     query = f"SELECT * FROM {TRAIL_TABLE}" + (f" WHERE {' AND '.join(where)}" if where else "")
-    rows = spark.sql(query + " ORDER BY promoted_at, model, event_date, row_key").collect()
+    rows = delta.query(spark, query + " ORDER BY promoted_at, model, event_date, row_key").collect()
     return [row.asDict(recursive=True) for row in rows]

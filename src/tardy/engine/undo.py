@@ -16,11 +16,12 @@ import typing as t
 
 from tardy.engine import delta, log, trail
 from tardy.engine import promote as promotion
-from tardy.engine.detect import WATERMARK_TABLE, advance_watermark
 from tardy.engine.log import Action, LogEntry
 from tardy.engine.machine import RestatementError, staged_entry, staged_tables
 from tardy.engine.plan import moves_watermark
 from tardy.engine.stage import drop_stage
+from tardy.engine.watermark import WATERMARK_TABLE
+from tardy.engine.watermark import advance as advance_watermark
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
