@@ -174,3 +174,20 @@ def test_a_failed_blocking_audit_stops_the_restatement_with_prod_untouched(opene
         }
     finally:
         spark.sql(f"RESTORE TABLE {quarantine} TO VERSION AS OF {version}")
+
+
+def test_a_fact_reader_whose_lookback_misses_the_grace_window_is_refused(
+    opened: t.Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watermark advances past in-grace records because each reader's next run
+    recomputes the grace window: with a grace window longer than the readers' lookback (3),
+    detection refuses, naming them; with the project's own (3) it answers."""
+    from tardy.engine.detect import detect
+    from tardy.engine.facts import FactSourceError
+
+    _, context, spark = opened
+    assert int(context.config.variables["grace_days"]) == 3
+    assert detect(context, spark).bronze_version >= 0
+    monkeypatch.setitem(context.config.variables, "grace_days", 4)
+    with pytest.raises(FactSourceError, match=r"silver\.sales_transactions.*grace_days \(4\)"):
+        detect(context, spark)

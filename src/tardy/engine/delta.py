@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import typing as t
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -87,6 +88,14 @@ class Commit:
         return cls(int(row.version), str(row.operation), row.userMetadata)
 
 
+# Per session: the data home, and the ``_delta_log`` folders found there by table name. A
+# table's location does not change while it exists (a managed table's is its name's folder
+# in the warehouse), so a process that stages and promotes lists each schema once.
+_LOCATIONS: weakref.WeakKeyDictionary[SparkSession, tuple[Path, dict[str, Path]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 class History:
     """The commits of a restatement's tables, read from their Delta logs without a Spark
     statement when the tables are managed in this data home's warehouse (the embedded
@@ -112,8 +121,14 @@ class History:
         from tardy.home import data_home
 
         home = home or data_home().root
-        locations: dict[str, Path] = {}
-        for schema, wanted in _by_schema(tables).items():
+        known = _LOCATIONS.get(spark)
+        if known is None or known[0] != home:
+            known = _LOCATIONS[spark] = (home, {})
+        cached = known[1]
+        tables = list(tables)
+        # A cached folder still there (a dropped table's is gone: listed again).
+        locations = {n: cached[n] for n in tables if n in cached and cached[n].is_dir()}
+        for schema, wanted in _by_schema(n for n in tables if n not in locations).items():
             like = "|".join(wanted)
             try:
                 found = spark.sql(f"SHOW TABLE EXTENDED IN {schema} LIKE '{like}'").collect()
@@ -123,7 +138,7 @@ class History:
                 name = wanted.get(row.tableName.lower())
                 log = _local_log(row.information, home) if name is not None else None
                 if name is not None and log is not None:
-                    locations[name] = log
+                    locations[name] = cached[name] = log
         return cls(spark, locations)
 
     def latest(self, table: str) -> Commit:

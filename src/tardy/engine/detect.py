@@ -90,6 +90,17 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
             "no model reads a fact source declared in sources.yaml (after a change to the "
             "models, `sqlmesh plan` applies it)"
         )
+    # The watermark advances past in-grace records because each reader's next run recomputes
+    # the grace window (``tardy.engine.watermark``): its lookback must cover it.
+    short = sorted(
+        r.name for s in sources for r in s.readers if (r.snapshot.model.lookback or 0) < grace
+    )
+    if short:
+        raise facts.FactSourceError(
+            f"{', '.join(short)}: lookback below grace_days ({grace}); a model reading a fact "
+            "source must recompute the grace window on each run: its kind's `lookback` must "
+            "be at least grace_days (docs/engine.md, the fact watermark advances)"
+        )
     primary = sources[0].table
     mark = read_watermark(spark)
     since, previous, since_sources = mark.version, mark.stamp, mark.sources

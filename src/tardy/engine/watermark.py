@@ -18,7 +18,9 @@ Read in one statement (``read``); written by one append (``advance``).
 
 from __future__ import annotations
 
+import os
 import typing as t
+import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
@@ -26,6 +28,7 @@ from tardy.engine.delta import query
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
 
 WATERMARK_TABLE = "tardy.arrival_watermarks"
 WATERMARK_DDL = f"""
@@ -69,8 +72,20 @@ class Watermark:
     pending: dict[str, Pending] = field(default_factory=dict)
 
 
-def ensure_table(spark: SparkSession) -> None:
-    if spark.catalog.tableExists(WATERMARK_TABLE):  # a catalog lookup, not a statement
+# Per session: the data home whose watermark table was found current, and its schema.
+_CURRENT: weakref.WeakKeyDictionary[SparkSession, tuple[str, StructType]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def ensure_table(spark: SparkSession) -> StructType:
+    """Create the table, or add the columns it lacks; its schema. Checked once per session
+    and data home in this process (a catalog lookup and an analysis: plans on Connect)."""
+    home = os.environ.get("TARDY_HOME", "")
+    known = _CURRENT.get(spark)
+    if known is not None and known[0] == home:
+        return known[1]
+    if spark.catalog.tableExists(WATERMARK_TABLE):
         names = spark.table(WATERMARK_TABLE).schema.fieldNames()
         for column, kind in ADDED_COLUMNS.items():
             if column in names:
@@ -80,9 +95,12 @@ def ensure_table(spark: SparkSession) -> None:
             except Exception:  # another process added it first
                 if column not in spark.table(WATERMARK_TABLE).schema.fieldNames():
                     raise
-        return
-    spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
-    spark.sql(WATERMARK_DDL)
+    else:
+        spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
+        spark.sql(WATERMARK_DDL)
+    schema = spark.table(WATERMARK_TABLE).schema
+    _CURRENT[spark] = (home, schema)
+    return schema
 
 
 def read(spark: SparkSession) -> Watermark:
@@ -117,12 +135,12 @@ def advance(
     tables up to ``source_versions`` (None or a missing table: never recorded), and the days
     the next run absorbs (``pending``; None keeps the latest row's: a rollback does not
     change what the next run recomputes)."""
-    ensure_table(spark)
+    schema = ensure_table(spark)
     if pending is None:
         pending = read(spark).pending
     stamp = datetime.fromisoformat(arrival_watermark) if arrival_watermark else None
     kept = {model: (sorted(p.days), p.computed_through) for model, p in pending.items() if p.days}
     spark.createDataFrame(
         [(version, stamp, datetime.now(UTC), reason, source_versions or None, kept or None)],
-        schema=spark.table(WATERMARK_TABLE).schema,
+        schema=schema,
     ).write.format("delta").mode("append").saveAsTable(WATERMARK_TABLE)
