@@ -40,9 +40,7 @@ import csv
 import hashlib
 import io
 import json
-import os
 import typing as t
-import weakref
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -58,7 +56,6 @@ from tardy.sql import in_list, literal
 if t.TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
-    from pyspark.sql.types import StructType
     from sqlmesh import Context
     from sqlmesh.core.snapshot import Snapshot
 
@@ -154,33 +151,19 @@ class Published:
         }
 
 
-# Per session: the data home whose publications table was found current, and its schema.
-_CURRENT: weakref.WeakKeyDictionary[SparkSession, tuple[str, StructType]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def ensure_table(spark: SparkSession) -> StructType:
+def ensure_table(spark: SparkSession) -> None:
     """Create the publications table when it is missing, add ``day_digests`` to one created
-    before it; its schema. Checked once per session and data home in this process (an
-    analysis of the table: no statement)."""
+    before it (an analysis of the table when it is current: no statement)."""
     from pyspark.errors import AnalysisException
 
-    home = os.environ.get("TARDY_HOME", "")
-    known = _CURRENT.get(spark)
-    if known is not None and known[0] == home:
-        return known[1]
     try:
         columns = spark.table(TABLE).columns
     except AnalysisException:
         spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
         spark.sql(DDL)
-        columns = [DAY_DIGESTS_COLUMN]
+        return
     if DAY_DIGESTS_COLUMN not in columns:
         spark.sql(ADD_DAY_DIGESTS)
-    schema = spark.table(TABLE).schema
-    _CURRENT[spark] = (home, schema)
-    return schema
 
 
 def published_snapshots(context: Context) -> dict[str, Snapshot]:
@@ -511,7 +494,7 @@ def _append(spark: SparkSession, rows: list[Publication], now: datetime) -> None
         )
         for p in rows
     ]
-    schema = ensure_table(spark)
+    schema = spark.table(TABLE).schema
     spark.createDataFrame(values, schema).write.format("delta").mode("append").saveAsTable(TABLE)
 
 
