@@ -194,7 +194,7 @@ def read_version(
 ) -> pa.Table:
     """One Delta version of a table (its rows where ``where``, a SQL condition), read by
     time travel as a DataFrame: one plan on Spark Connect, where a ``spark.sql`` query is two
-    (docs/engine.md, "Publication reads")."""
+    (docs/engine.md, "One plan a read")."""
     frame = (
         spark.read.format("delta").option("versionAsOf", int(delta_version)).table(physical_table)
     )
