@@ -171,10 +171,10 @@ def detect(context: Context, spark: SparkSession) -> Manifest:
     # (``tardy.engine.watermark``): the next run still absorbs them.
     for model, pending in mark.pending.items():
         snapshot = closure.snapshots.get(model)
-        carried = pending.still_pending(
-            sqlmesh_api.last_computed_day(snapshot) if snapshot else None
-        )
-        if snapshot and carried:
+        if snapshot is None:  # a model no longer in the project
+            continue
+        carried = pending.still_pending(sqlmesh_api.last_computed_day(snapshot))
+        if carried:
             absorbed[model] = ranges(days_of(absorbed.get(model, [])) | carried)
     reached = closure.downstream(roots)
     for model, n in counts.items():

@@ -31,22 +31,21 @@ if t.TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 WATERMARK_TABLE = "tardy.arrival_watermarks"
+# Columns added after the table's first release: added to watermark tables created before.
+ADDED_COLUMNS = {
+    "source_versions": "MAP<STRING, BIGINT>",
+    "pending_days": "MAP<STRING, STRUCT<days: ARRAY<DATE>, computed_through: DATE>>",
+}
 WATERMARK_DDL = f"""
 CREATE TABLE IF NOT EXISTS {WATERMARK_TABLE} (
   bronze_version BIGINT NOT NULL,
   arrival_watermark TIMESTAMP,
   advanced_at TIMESTAMP NOT NULL,
   reason STRING NOT NULL,
-  source_versions MAP<STRING, BIGINT>,
-  pending_days MAP<STRING, STRUCT<days: ARRAY<DATE>, computed_through: DATE>>
+  {", ".join(f"{name} {kind}" for name, kind in ADDED_COLUMNS.items())}
 ) USING delta
 TBLPROPERTIES ('delta.appendOnly' = 'true')
 """
-# Columns added after the table's first release: added to watermark tables created before.
-ADDED_COLUMNS = {
-    "source_versions": "MAP<STRING, BIGINT>",
-    "pending_days": "MAP<STRING, STRUCT<days: ARRAY<DATE>, computed_through: DATE>>",
-}
 
 
 @dataclass(frozen=True)
