@@ -136,6 +136,23 @@ def _record(line: str, record_id: str, arrival: datetime) -> dict[str, object]:
     }
 
 
+CONTENT = (
+    "transaction_id",
+    "record_type",
+    "event_ts",
+    "store_id",
+    "product_id",
+    "quantity",
+    "unit_price",
+    "discount",
+)
+
+
+def _content(row: t.Any) -> tuple:
+    """A record's content: every field but its arrival metadata (None for a missing one)."""
+    return tuple(None if pd.isna(value) else value for value in (getattr(row, c) for c in CONTENT))
+
+
 def silver(recs: pd.DataFrame) -> pd.DataFrame:
     """The winning version of every transaction; voided ones removed."""
     valid = recs[recs["valid"]].copy()
@@ -146,6 +163,12 @@ def silver(recs: pd.DataFrame) -> pd.DataFrame:
     )
     winners = valid.drop_duplicates("transaction_id", keep="first")
     winners = winners[winners["record_type"] != "void"].copy()
+    # A verbatim resend is the same version again: the row keeps the record id of its
+    # version's first record, by arrival then record id (docs/architecture.md).
+    first: dict[tuple, str] = {}
+    for row in valid.sort_values(["arrival_ts", "record_id"]).itertuples():
+        first.setdefault(_content(row), row.record_id)
+    winners["record_id"] = [first[_content(row)] for row in winners.itertuples()]
     for column in ("store_id", "product_id", "quantity"):
         winners[column] = winners[column].astype(int)
     winners["net_amount"] = [
