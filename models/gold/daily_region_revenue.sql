@@ -38,5 +38,5 @@ LEFT JOIN silver.store_versions AS v
   ON v.store_id = s.store_id
   AND s.event_ts >= v.valid_from
   AND (v.valid_to IS NULL OR s.event_ts < v.valid_to)
-WHERE s.event_date BETWEEN @start_date AND @end_date
+WHERE @in_intervals(s.event_date)
 GROUP BY s.event_date, COALESCE(v.region, 'unknown')

@@ -28,11 +28,11 @@ MODEL (
 WITH sales AS (
   SELECT event_date, store_id, revenue
   FROM gold.daily_store_revenue
-  WHERE event_date BETWEEN @start_date AND @end_date
+  WHERE @in_intervals(event_date)
 ), refunded AS (
   SELECT refund_date AS event_date, store_id, COUNT(*) AS refunds, SUM(amount) AS refunded
   FROM silver.refunds
-  WHERE refund_date BETWEEN @start_date AND @end_date
+  WHERE @in_intervals(refund_date)
   GROUP BY refund_date, store_id
 )
 SELECT

@@ -34,5 +34,5 @@ SELECT
   CAST(SUM(net_amount) AS DECIMAL(18, 2)) AS revenue,
   CAST(SUM(CASE WHEN is_corrected THEN 1 ELSE 0 END) AS BIGINT) AS corrected_transactions
 FROM silver.sales_transactions
-WHERE event_date BETWEEN @start_date AND @end_date
+WHERE @in_intervals(event_date)
 GROUP BY event_date, store_id

@@ -40,7 +40,9 @@ WITH daily AS (
     revenue
   FROM gold.daily_store_revenue
   -- The whole months starting in the interval: up to the last day of the last one.
-  WHERE event_date BETWEEN @start_date AND @period_end('month', @end_date)
+  -- Over several of tardy's intervals (macros/intervals.py) this reads their hull of daily
+  -- rows (a small gold table); the outer filter keeps the months starting in each.
+  WHERE event_date BETWEEN @intervals_start() AND @period_end('month', @intervals_end())
 )
 SELECT
   CAST(first_day AS DATE) AS first_day,
@@ -52,5 +54,5 @@ SELECT
   CAST(SUM(items) AS BIGINT) AS items,
   CAST(SUM(revenue) AS DECIMAL(18, 2)) AS revenue
 FROM daily
-WHERE first_day BETWEEN @start_date AND @end_date
+WHERE @in_intervals(first_day)
 GROUP BY first_day, month_start, store_id

@@ -54,7 +54,7 @@ FROM (
     raw_record
   FROM bronze.payment_refunds
   -- A record accounted to the interval arrived in it or later.
-  WHERE arrival_date >= @start_date
+  WHERE arrival_date >= @intervals_start()
 )
 WHERE reason IS NOT NULL
-  AND report_date BETWEEN @start_date AND @end_date
+  AND @in_intervals(report_date)

@@ -32,7 +32,7 @@ WITH interval_keys AS (
   -- The refunds with a valid record in the interval.
   SELECT DISTINCT @refund_key() AS refund_id
   FROM bronze.payment_refunds
-  WHERE refund_ts BETWEEN @start_ts AND @end_ts
+  WHERE @in_intervals_ts(refund_ts)
     AND @refund_invalid_reason() IS NULL
 ), versions AS (
   -- Every record of those refunds, whatever its date; validated after the key match.
@@ -84,4 +84,4 @@ SELECT
 FROM ranked
 WHERE version_rank = 1
   AND is_valid
-  AND refund_date BETWEEN @start_date AND @end_date
+  AND @in_intervals(refund_date)

@@ -69,4 +69,4 @@ SELECT
   CAST(raw_record AS STRING) AS raw_record
 FROM checked
 WHERE reason IS NOT NULL
-  AND report_date BETWEEN @start_date AND @end_date
+  AND @in_intervals(report_date)

@@ -42,8 +42,8 @@ WITH interval_keys AS (
   -- event_ts range lets Delta skip files by their statistics.
   SELECT DISTINCT @natural_key() AS transaction_id
   FROM bronze.pos_events
-  WHERE arrival_date >= @start_date
-    AND event_ts BETWEEN @start_ts AND @end_ts
+  WHERE arrival_date >= @intervals_start()
+    AND @in_intervals_ts(event_ts)
     AND @invalid_reason() IS NULL
 ), versions AS (
   -- Every record of those keys, whatever its date: @records_of_keys reads the key index
@@ -112,4 +112,4 @@ FROM ranked
 WHERE version_rank = 1
   AND is_valid
   AND record_type <> 'void'
-  AND event_date BETWEEN @start_date AND @end_date
+  AND @in_intervals(event_date)

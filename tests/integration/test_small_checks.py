@@ -15,6 +15,7 @@ the fast tier's tests of them (the long tier's stories on the ``timeline`` templ
 from __future__ import annotations
 
 import json
+import typing as t
 from datetime import timedelta
 from pathlib import Path
 
@@ -416,3 +417,55 @@ def test_tardy_plan_restate_model_stages_what_a_named_restatement_stages(context
 
     last = CONFIG.start + timedelta(days=CONFIG.days - 1)
     assert computed_range(context, ["gold.daily_store_revenue"]) == (CONFIG.start, last)
+
+
+def test_one_render_over_the_intervals_selects_what_a_render_per_interval_does(
+    context, spark
+) -> None:
+    """Every SQL model of the project, rendered once over two intervals of prod's days
+    (``Renderer.rows_over``: the interval macros select both), gives the rows of SQLMesh's
+    renders of each interval, with multiplicity; counted for all models in one statement. A
+    render over the hull (the days between the intervals too) is a control: it differs."""
+    from tardy.engine import sqlmesh_api
+
+    def day(n: int) -> str:
+        return (CONFIG.start + timedelta(days=n)).isoformat()
+
+    intervals = [[day(0), day(1)], [day(6), day(6)]]
+    hull = [[intervals[0][0], intervals[-1][1]]]
+    renderer = sqlmesh_api.Renderer.for_prod(context, execution_day=CONFIG.last_day)
+    models = [
+        s
+        for s in sqlmesh_api.model_snapshots(context)
+        if sqlmesh_api.has_intervals(s) and s.model.is_sql
+    ]
+    assert len(models) >= 9
+
+    def sql(spans: list[list[str]], one: bool) -> t.Callable[[t.Any], str]:
+        def query(snapshot: t.Any) -> str:
+            parts = (
+                renderer.rows_over(snapshot, spans)
+                if one
+                else [q for first, last in spans for q in renderer.rows(snapshot, first, last)]
+            )
+            assert len(parts) == (1 if one else len(spans)), snapshot.name
+            return " UNION ALL ".join(
+                f"SELECT * FROM ({p.sql('spark', identify=True)})" for p in parts
+            )
+
+        return query
+
+    def differences(one: t.Callable[[t.Any], str], each: t.Callable[[t.Any], str]) -> dict:
+        branches = [
+            f"SELECT {i} AS m, COUNT(*) AS n FROM (({one(s)}) EXCEPT ALL ({each(s)})"
+            f" UNION ALL (({each(s)}) EXCEPT ALL ({one(s)})))"
+            for i, s in enumerate(models)
+        ]
+        rows = spark.sql(" UNION ALL ".join(branches)).collect()
+        return {models[r.m].model.name: r.n for r in rows}
+
+    assert differences(sql(intervals, True), sql(intervals, False)) == {
+        s.model.name: 0 for s in models
+    }
+    control = differences(sql(hull, True), sql(intervals, False))
+    assert control["silver.sales_transactions"] > 0 and control["gold.daily_store_revenue"] > 0

@@ -188,6 +188,28 @@ class Renderer:
             )
         )
 
+    def rows_over(
+        self, snapshot: Snapshot, intervals: list[list[str]]
+    ) -> list[exp.Query | DataFrame | pd.DataFrame]:
+        """The model's rows for every one of ``intervals``: one render when the model reads
+        its interval only through the project's interval macros (``macros/intervals.py``),
+        else one per interval (their parts, in order).
+
+        Over several intervals a SQL model is rendered with the variable ``tardy_intervals``
+        for their hull and again for the first interval alone: the same query both times
+        means nothing in it depends on SQLMesh's interval but through the macros, which
+        select every interval, so that one query is the rows of all of them (one scan of
+        each input, where k renders are k). A model that also reads ``@start_date`` or
+        ``@end_date`` renders two different queries and stays one render per interval, as
+        does a Python model (its DataFrames cannot be compared)."""
+        if len(intervals) > 1 and snapshot.model.is_sql:
+            variables = {INTERVALS_VARIABLE: intervals}
+            hull = self.rows(snapshot, intervals[0][0], intervals[-1][1], variables)
+            first = self.rows(snapshot, intervals[0][0], intervals[0][1], variables)
+            if _same_queries(hull, first):
+                return hull
+        return [part for first, last in intervals for part in self.rows(snapshot, first, last)]
+
     def audits(
         self,
         snapshot: Snapshot,
@@ -271,6 +293,17 @@ class Renderer:
                 for one, interval in zip(plain, intervals, strict=True)
             ]
         return out
+
+
+def _same_queries(
+    left: list[exp.Query | DataFrame | pd.DataFrame],
+    right: list[exp.Query | DataFrame | pd.DataFrame],
+) -> bool:
+    """Whether two renders are the same SQL queries."""
+    return len(left) == len(right) and all(
+        isinstance(a, exp.Query) and isinstance(b, exp.Query) and a == b
+        for a, b in zip(left, right, strict=True)
+    )
 
 
 @dataclass(frozen=True)

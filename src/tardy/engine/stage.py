@@ -181,15 +181,14 @@ def write(
     *,
     viewed: bool = True,
 ) -> None:
-    """Evaluate every interval of ``table`` into the rows table ``rows`` in one statement,
-    then, when ``viewed`` (another staged model reads it), overlay them on prod as its
+    """Evaluate every interval of ``table`` into the rows table ``rows`` in one statement
+    (one render over all of them when the model reads its interval through the interval
+    macros: ``sqlmesh_api.Renderer.rows_over``), then, when ``viewed`` (another staged model reads it), overlay them on prod as its
     staged view; with a ``restriction``, only the rows of its keys (one render, over the
     intervals' hull: the restricted query reads the same records whatever the interval; the
     predicate keeps the restated days), always viewed."""
     if restriction is None:
-        rendered = [
-            part for first, last in table.intervals for part in renderer.rows(snapshot, first, last)
-        ]
+        rendered = renderer.rows_over(snapshot, table.intervals)
     else:
         first, last = table.intervals[0][0], table.intervals[-1][1]
         rendered = renderer.rows(snapshot, first, last, restriction.variables())
