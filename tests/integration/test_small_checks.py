@@ -120,7 +120,9 @@ def test_each_audit_passes_on_prod_and_fails_on_a_damaged_copy(
     audit runs once over
     both intervals (a reconciliation too, through the interval macros), unless it reads
     another table by ``@start_date`` (``oracle.reads_by_bounds``): then once per interval,
-    and only its run over the damaged one fails."""
+    and only its run over the damaged one fails. The audits counted together in one
+    aggregate (``audit.count``) count what each counts alone, and the audits of a rows
+    table holding the intervals' rows (what a restatement audits) find the same."""
     from tardy.engine import audit, sqlmesh_api
     from tardy.engine.stage import drop_stage
 
@@ -137,6 +139,7 @@ def test_each_audit_passes_on_prod_and_fails_on_a_damaged_copy(
     by_bounds = oracle.reads_by_bounds(
         next(a for a, _ in snapshot.model.audits_with_args if a.name == audit_name)
     )
+    rows = f"{staged}__rows_of_intervals"
     try:
         spark.sql(f"CREATE TABLE {staged} SHALLOW CLONE {prod}")
         clean = [
@@ -145,14 +148,23 @@ def test_each_audit_passes_on_prod_and_fails_on_a_damaged_copy(
         assert [r.spans for r in clean] == ([[i] for i in intervals] if by_bounds else [intervals])
         assert all(r.rows == 0 for r in clean), clean
         spark.sql(damage.format(t=staged, p=period))
-        damaged = [
-            r for r in audit.run(spark, renderer, snapshot, intervals) if r.audit == audit_name
-        ]
+        results = audit.run(spark, renderer, snapshot, intervals)
+        damaged = [r for r in results if r.audit == audit_name]
         assert [r.spans for r in damaged if r.failed] == [
             intervals[-1:] if by_bounds else intervals
         ]
         assert all(r.blocking for r in damaged), damaged
+        if audit_name == "non_negative_amounts":  # counted in one aggregate with not_null
+            planned = audit.plan(renderer, snapshot, intervals)
+            alone = [audit.count(spark, [item])[0].rows for item in planned]
+            assert [r.rows for r in results] == alone and max(alone) > 0
+        # As a restatement audits it: ``@this_model`` reads a rows table of the intervals'
+        # rows (``stage.write``), all of it; the same results.
+        predicate = " OR ".join(f"{column} BETWEEN '{a}' AND '{b}'" for a, b in intervals)
+        spark.sql(f"CREATE TABLE {rows} AS SELECT * FROM {staged} WHERE {predicate}")
+        assert audit.run(spark, renderer, snapshot, intervals, rows=rows) == results
     finally:
+        spark.sql(f"DROP TABLE IF EXISTS {rows}")
         drop_stage(context, spark)
 
 

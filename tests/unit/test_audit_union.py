@@ -127,17 +127,24 @@ def test_one_interval_is_rendered_as_sqlmesh_renders_it(renderer: t.Any) -> None
         ]
 
 
-def test_this_model_reads_the_rows_table_and_nothing_else_changes(renderer: t.Any) -> None:
-    """With ``rows`` (a staged model's rows table), every read of the audited table is a read
-    of ``rows``, and putting the table back gives the render without ``rows``."""
+def test_this_model_reads_the_rows_table_whole_from_the_hull_render(renderer: t.Any) -> None:
+    """With ``rows`` (a staged model's rows table: exactly the intervals' rows), every audit
+    covers the same intervals as without it, every read of the audited table is a read of
+    ``rows``, and putting the table back gives SQLMesh's render of the audit over the
+    intervals' hull with ``tardy_intervals`` set (two renders, whatever the number of
+    intervals): ``@this_model`` reads all of the rows table."""
+    from tardy.audited_intervals import INTERVALS_VARIABLE
+
     rows = "sqlmesh__stand_in.model__dev__rows"
+    hull = (INTERVALS[0][0], INTERVALS[-1][1])
     swapped = 0
     for snapshot in audited(renderer):
         table = exp.to_table(snapshot.table_name())
         plain = renderer.audits_over(snapshot, INTERVALS)
         over_rows = renderer.audits_over(snapshot, INTERVALS, rows=rows)
         assert [(q.audit, q.spans) for q in over_rows] == [(q.audit, q.spans) for q in plain]
-        for q, p in zip(over_rows, plain, strict=True):
+        expected = dict(renderer.audits(snapshot, *hull, {INTERVALS_VARIABLE: INTERVALS}))
+        for q in over_rows:
             read = [x for x in q.query.find_all(exp.Table) if x.name == "model__dev__rows"]
             assert table.name not in {x.name for x in q.query.find_all(exp.Table)}
             back = q.query.copy()
@@ -145,10 +152,9 @@ def test_this_model_reads_the_rows_table_and_nothing_else_changes(renderer: t.An
                 if x.name == "model__dev__rows":
                     for part in ("this", "db", "catalog"):
                         x.set(part, table.args.get(part))
-            assert back.sql("spark", identify=True) == p.query.sql("spark", identify=True), (
-                snapshot.name,
-                q.audit,
-            )
+            assert back.sql("spark", identify=True) == expected[q.audit].sql(
+                "spark", identify=True
+            ), (snapshot.name, q.audit)
             swapped += len(read)
     assert swapped >= 30, swapped
 
@@ -165,3 +171,52 @@ def test_an_audit_over_the_union_is_labelled_with_how_many_intervals_it_read() -
     assert union.span_label == "2025-01-03..2025-12-10 (2 intervals)"
     assert one.span_label == "2025-12-10..2025-12-10"
     assert "for 2025-01-03..2025-12-10 (2 intervals) (2 rows)" in str(AuditFailed([union, one]))
+
+
+def test_the_audits_filtering_a_models_rows_are_counted_by_one_aggregate(
+    renderer: t.Any,
+) -> None:
+    """``not_null``, ``non_negative_amounts`` and ``accepted_values`` (``SELECT * FROM
+    @this_model WHERE ...``) are counted together over one scan of the model's rows; no
+    other audit (a uniqueness audit's window or ``GROUP BY``, a reconciliation's join) reads
+    that source."""
+    from tardy.engine.audit import _filter_shape
+
+    # SQLMesh's and the project's audits that are ``SELECT * FROM @this_model WHERE ...``
+    filters = {"not_null", "non_negative_amounts", "accepted_values"}
+    shared = 0
+    for snapshot in audited(renderer):
+        queries = renderer.audits_over(snapshot, INTERVALS, rows="stage.rows_of_model")
+        shapes = {q.audit: _filter_shape(q.query) for q in queries}
+        assert all(shapes[a] is not None for a in filters & set(shapes)), snapshot.name
+        own = {shapes[a][0] for a in filters & set(shapes) if shapes[a] is not None}
+        assert len(own) == (1 if filters & set(shapes) else 0), snapshot.name
+        others = {shape[0] for a, shape in shapes.items() if a not in filters and shape}
+        assert not own & others, snapshot.name
+        shared += len(filters & set(shapes)) >= 2
+    assert shared >= 6, shared
+
+
+def test_only_a_plain_filter_is_counted_in_the_aggregate() -> None:
+    """A query with anything besides ``SELECT * FROM <source> WHERE <row test>`` is not a
+    filter of its source (a CTE, a join, a grouping, a limit, a window or a subquery in the
+    condition): it stays a branch of its own."""
+    from sqlglot import parse_one
+
+    from tardy.engine.audit import _filter_shape
+
+    plain = "SELECT * FROM (SELECT * FROM r WHERE d BETWEEN 1 AND 2) AS m WHERE a IS NULL"
+    shape = _filter_shape(t.cast(exp.Query, parse_one(plain, read="spark")))
+    assert shape is not None and shape[1].sql("spark") == "a IS NULL"
+    others = [
+        "WITH c AS (SELECT * FROM r) SELECT * FROM c WHERE a IS NULL",
+        "SELECT * FROM r JOIN s ON r.k = s.k WHERE a IS NULL",
+        "SELECT * FROM r WHERE a IS NULL LIMIT 1",
+        "SELECT DISTINCT * FROM r WHERE a IS NULL",
+        "SELECT a FROM r WHERE a IS NULL",
+        "SELECT * FROM r WHERE a IN (SELECT a FROM s)",
+        "SELECT * FROM r WHERE ROW_NUMBER() OVER (PARTITION BY a ORDER BY a) > 1",
+        "SELECT * FROM r",
+    ]
+    for other in others:
+        assert _filter_shape(t.cast(exp.Query, parse_one(other, read="spark"))) is None, other

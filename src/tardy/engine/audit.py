@@ -22,6 +22,8 @@ from __future__ import annotations
 import typing as t
 from dataclasses import asdict, dataclass
 
+from sqlglot import exp
+
 from tardy.engine import delta, sqlmesh_api
 from tardy.errors import RestatementFailed
 
@@ -96,27 +98,82 @@ def plan(
 
 
 def count(spark: SparkSession, planned: list[PlannedAudit]) -> list[AuditResult]:
-    """Run the planned audits, of any number of models, as one query of row counts."""
+    """Run the planned audits, of any number of models, as one query of row counts.
+
+    The audits that filter the same rows (``SELECT * FROM <rows> WHERE <condition>``: a
+    model's ``not_null``, ``non_negative_amounts`` …) are counted by one aggregate over one
+    scan of those rows (``COUNT_IF`` of each condition); every other audit is a branch of
+    its own."""
     if not planned:
         return []
-    branches = [
-        f"SELECT {case} AS _case, COUNT(*) AS _rows FROM "
-        f"({item.query.query.sql(dialect='spark', identify=True)}) AS _audit_{case}"
-        for case, item in enumerate(planned)
-    ]
+    filters: dict[str, list[tuple[int, exp.Expr]]] = {}
+    branches = []
+    for case, item in enumerate(planned):
+        shape = _filter_shape(item.query.query)
+        if shape is None:
+            branches.append(_branch(case, item.query.query))
+        else:
+            filters.setdefault(shape[0], []).append((case, shape[1]))
+    for source, conditions in filters.items():
+        if len(conditions) == 1:
+            case = conditions[0][0]
+            branches.append(_branch(case, planned[case].query.query))
+            continue
+        counts = ", ".join(
+            f"COUNT_IF({condition.sql(dialect='spark', identify=True)}) AS _rows_{case}"
+            for case, condition in conditions
+        )
+        pairs = ", ".join(f"{case}, _rows_{case}" for case, _ in conditions)
+        branches.append(
+            f"SELECT stack({len(conditions)}, {pairs}) AS (_case, _rows) "
+            f"FROM (SELECT {counts} FROM {source})"
+        )
     found = delta.query(spark, " UNION ALL ".join(branches)).collect()
     counts = {row._case: int(row._rows) for row in found}
     return [
         AuditResult(
             audit=item.query.audit,
             model=item.model,
-            interval=[min(s[0] for s in item.query.spans), max(s[1] for s in item.query.spans)],
+            interval=[
+                min(s[0] for s in item.query.spans),
+                max(s[1] for s in item.query.spans),
+            ],
             rows=counts[case],
             blocking=item.blocking,
             spans=item.query.spans,
         )
         for case, item in enumerate(planned)
     ]
+
+
+def _branch(case: int, query: exp.Query) -> str:
+    return (
+        f"SELECT {case} AS _case, COUNT(*) AS _rows FROM "
+        f"({query.sql(dialect='spark', identify=True)}) AS _audit_{case}"
+    )
+
+
+def _filter_shape(query: exp.Query) -> tuple[str, exp.Expr] | None:
+    """``(source, condition)`` when the audit is ``SELECT * FROM <source> WHERE
+    <condition>`` and nothing else (no CTE, join, grouping, order or limit), the condition
+    a row's own test (no subquery, window or aggregate): its row count is then
+    ``COUNT_IF(<condition>)`` over the source. ``source`` is the relation's SQL, alias
+    included, so that audits group only where their conditions name the same relation."""
+    if not isinstance(query, exp.Select):
+        return None
+    if any(value for part, value in query.args.items() if part not in _FILTER_PARTS):
+        return None
+    if len(query.expressions) != 1 or not isinstance(query.expressions[0], exp.Star):
+        return None
+    source, where = query.args.get("from_"), query.args.get("where")
+    if source is None or where is None:
+        return None
+    if where.this.find(exp.Subquery, exp.Select, exp.Window, exp.AggFunc):
+        return None
+    return source.this.sql(dialect="spark", identify=True), where.this
+
+
+_FILTER_PARTS = ("expressions", "from_", "where")
 
 
 def run(

@@ -257,14 +257,17 @@ class Renderer:
 
         ``rows`` (a Spark table name): where the model's rows of the intervals are read
         instead of its staged name, in ``@this_model`` (the staged rows table: the same rows
-        without the overlay view's union with prod)."""
+        without the overlay view's union with prod, and no other). An audit rendered once
+        over all the intervals then reads all of it (the filter of the intervals' hull)."""
         table = exp.to_table(snapshot.table_name(self.index.is_deployable(snapshot)))
         column = time_column(snapshot) if has_intervals(snapshot) else None
         reads = exp.to_table(rows, dialect="spark") if rows is not None else table
 
-        def render(extra: dict[str, t.Any] | None) -> list[list[tuple[str, exp.Query]]]:
+        def render(
+            extra: dict[str, t.Any] | None, spans: list[list[str]] = intervals
+        ) -> list[list[tuple[str, exp.Query]]]:
             merged = {**(variables or {}), **(extra or {})} or None
-            renders = [self.audits(snapshot, first, last, merged) for first, last in intervals]
+            renders = [self.audits(snapshot, first, last, merged) for first, last in spans]
             if rows is None:
                 return renders
             return [
@@ -272,27 +275,45 @@ class Renderer:
                 for render in renders
             ]
 
-        # Over several intervals the renders set ``tardy_intervals`` (the interval macros
-        # select all of them; an audit that does not call them renders as without it). An
-        # audit they do not merge runs per interval, from renders without it (``plain``).
         several = len(intervals) > 1
+        every = [list(i) for i in intervals]
+        found: dict[int, list[AuditQuery]] = {}
+        # A rows table holds exactly the intervals' rows, so an audit whose render depends on
+        # the interval only through ``@this_model`` and the interval macros may read all of
+        # it: its render over the intervals' hull (with ``tardy_intervals``) does, and its
+        # render over the first interval alone tells whether anything else depends on the
+        # interval (``over_union`` of the two). Two renders whatever the number of intervals.
+        if several and rows is not None and (reads.name, reads.db) != (table.name, table.db):
+            hull = [min(i[0] for i in intervals), max(i[1] for i in intervals)]
+            first, whole = render({INTERVALS_VARIABLE: intervals}, [intervals[0], hull])
+            for position, (name, query) in enumerate(whole):
+                pair = [first[position][1], query]
+                if over_union(pair, [intervals[0], hull], reads, column) is not None:
+                    found[position] = [AuditQuery(name, query, every)]
+            if len(found) == len(whole):
+                return [query for position in sorted(found) for query in found[position]]
+        # Else the renders of each interval set ``tardy_intervals`` (the interval macros
+        # select all of them; an audit that does not call them renders as without it), and
+        # ``over_union`` merges their ``@this_model`` filters. An audit they do not merge runs
+        # per interval, from renders without it (``plain``).
         renders = render({INTERVALS_VARIABLE: intervals} if several else None)
         if not renders:
             return []
         plain = None if several else renders
-        out = []
         for position, (name, _) in enumerate(renders[0]):
+            if position in found:
+                continue
             queries = [render[position][1] for render in renders]
             union = over_union(queries, intervals, reads, column) if several else None
             if union is not None:
-                out.append(AuditQuery(name, union, [list(i) for i in intervals]))
+                found[position] = [AuditQuery(name, union, every)]
                 continue
             plain = plain or render(None)
-            out += [
+            found[position] = [
                 AuditQuery(name, one[position][1], [list(interval)])
                 for one, interval in zip(plain, intervals, strict=True)
             ]
-        return out
+        return [query for position in sorted(found) for query in found[position]]
 
 
 def _same_queries(
@@ -317,7 +338,10 @@ class AuditQuery:
 
 
 def over_union(
-    queries: list[exp.Query], intervals: list[list[str]], table: exp.Table, column: str | None
+    queries: list[exp.Query],
+    intervals: list[list[str]],
+    table: exp.Table,
+    column: str | None,
 ) -> exp.Query | None:
     """One query over the union of ``intervals``, from the renders of one audit for each
     interval (``queries``, in the same order), when the renders differ only in the interval

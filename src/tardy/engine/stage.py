@@ -183,10 +183,11 @@ def write(
 ) -> None:
     """Evaluate every interval of ``table`` into the rows table ``rows`` in one statement
     (one render over all of them when the model reads its interval through the interval
-    macros: ``sqlmesh_api.Renderer.rows_over``), then, when ``viewed`` (another staged model reads it), overlay them on prod as its
-    staged view; with a ``restriction``, only the rows of its keys (one render, over the
-    intervals' hull: the restricted query reads the same records whatever the interval; the
-    predicate keeps the restated days), always viewed."""
+    macros: ``sqlmesh_api.Renderer.rows_over``), then, when ``viewed`` (another staged
+    model reads it), overlay them on prod as its staged view; with a ``restriction``, only
+    the rows of its keys (one render, over the intervals' hull: the restricted query reads
+    the same records whatever the interval; the predicate keeps the restated days), always
+    viewed."""
     if restriction is None:
         rendered = renderer.rows_over(snapshot, table.intervals)
     else:
