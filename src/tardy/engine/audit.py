@@ -119,14 +119,14 @@ def count(spark: SparkSession, planned: list[PlannedAudit]) -> list[AuditResult]
             case = conditions[0][0]
             branches.append(_branch(case, planned[case].query.query))
             continue
-        counts = ", ".join(
+        tests = ", ".join(
             f"COUNT_IF({condition.sql(dialect='spark', identify=True)}) AS _rows_{case}"
             for case, condition in conditions
         )
         pairs = ", ".join(f"{case}, _rows_{case}" for case, _ in conditions)
         branches.append(
             f"SELECT stack({len(conditions)}, {pairs}) AS (_case, _rows) "
-            f"FROM (SELECT {counts} FROM {source})"
+            f"FROM (SELECT {tests} FROM {source})"
         )
     found = delta.query(spark, " UNION ALL ".join(branches)).collect()
     counts = {row._case: int(row._rows) for row in found}
