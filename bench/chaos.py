@@ -137,8 +137,8 @@ def build_base() -> None:
     planned; built here unless ``make test`` or an earlier run built it for the same project
     digest, one builder at a time: ``tests/integration/homes.py``), a baseline restatement of
     its own late data, then late rows for closed days landed (not ingested)."""
-    from tardy.engine.restate import restate
     from tardy.landing import arrival_dir_name
+    from tardy.restatements import restate
 
     root = Path(os.environ["TARDY_HOME"])
     engine = _tests_module("homes").Engine()
@@ -288,7 +288,7 @@ def check_trial(spec_path: Path) -> None:
         return {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
 
     def latest() -> dict[str, str]:
-        return {i: str(row["action"]) for i, row in log.latest(spark).items()}
+        return {i: str(row.action) for i, row in log.latest(spark).items()}
 
     # 1. What the kill left.
     killed = _states(fps(), states[spec["before"]], states[spec["after"]])

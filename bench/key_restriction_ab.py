@@ -48,7 +48,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--days", type=int, nargs="+", default=[1, 10])
     args = parser.parse_args()
-    from tardy.engine import restate as restatement
+    from tardy import restatements as restatement
     from tardy.engine import sqlmesh_api
     from tardy.ingest import ingest
     from tardy.landing import arrival_dir_name

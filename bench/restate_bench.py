@@ -108,10 +108,10 @@ class Home:
         started = time.perf_counter()
         self.start = date.fromisoformat(os.environ.setdefault("TARDY_START", BENCH_START))
         from tardy.engine import meter
-        from tardy.engine.restate import restate
         from tardy.ingest import ingest
         from tardy.landing import arrival_dir_name
         from tardy.project import open_context, spark_of
+        from tardy.restatements import restate
         from tardy.simulate import SimulationConfig, simulate
 
         self._meter, self._restate, self._ingest = meter, restate, ingest

@@ -24,9 +24,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from rich.console import Console
 
 from tardy.engine.detect import detect
-from tardy.engine.machine import Outcome, Status
 from tardy.engine.named import Selection
-from tardy.engine.restate import promote_staged, restate
+from tardy.engine.outcome import Outcome, Status
 from tardy.home import DataHome
 from tardy.ingest import ingest
 from tardy.ingest.result import IngestResult
@@ -34,6 +33,7 @@ from tardy.project import spark_of
 from tardy.render import diff_table, render_manifest, render_status
 from tardy.report import Summary, summarize
 from tardy.reporting import write_report
+from tardy.restatements import promote_staged, restate
 from tardy.simulate import SimulationConfig, SimulationResult, simulate
 from tardy.status import status
 

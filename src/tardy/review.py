@@ -11,7 +11,7 @@ from __future__ import annotations
 import typing as t
 
 if t.TYPE_CHECKING:
-    from tardy.engine.machine import Outcome
+    from tardy.engine.outcome import Outcome
 
 
 def _spans(spans: list[list[str]]) -> str:

@@ -57,9 +57,9 @@ def _cli_json(*argv: str) -> t.Any:
 
 def build_and_stage(home, context, spark) -> dict[str, t.Any]:
     """On the small prod: late rows on closed days, a staged restatement."""
-    from tardy.engine.restate import restate
     from tardy.ingest import ingest
     from tardy.landing import arrival_dir_name
+    from tardy.restatements import restate
 
     assert restate(context, spark, "baseline").status == "nothing_to_do"
     folder = home.landing / "pos" / arrival_dir_name(CLOCK + timedelta(hours=1))

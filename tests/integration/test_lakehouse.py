@@ -201,7 +201,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
 ) -> None:
     from tardy.engine import facts
     from tardy.engine.detect import detect
-    from tardy.engine.restate import promote_staged, restate
+    from tardy.restatements import promote_staged, restate
 
     clock = timeline.builds[-1].clock
     last = CONFIG.last_day
@@ -673,8 +673,8 @@ def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
     restated: dict, timeline: Timeline, context, spark, data_home
 ) -> None:
     from tardy.engine import log as restatement_log
-    from tardy.engine.machine import BreakerTripped, RestatementError
-    from tardy.engine.restate import restate, rollback
+    from tardy.engine.outcome import BreakerTripped, RestatementError
+    from tardy.restatements import restate, rollback
 
     # Prod reflects bronze (``restated``) and the arrival watermark is set: only the rows
     # landed below are new. Without a watermark every record would count as new, and the
@@ -786,7 +786,7 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
     where nothing is wrong it promotes nothing and says so."""
     from tardy.engine import log as restatement_log
     from tardy.engine.named import Selection
-    from tardy.engine.restate import restate, rollback
+    from tardy.restatements import restate, rollback
 
     daily = physical_table(context, "gold.daily_store_revenue")
     day = CONFIG.start + timedelta(days=9)

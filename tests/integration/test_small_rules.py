@@ -57,10 +57,10 @@ def test_every_overwrite_of_silver_carries_its_interval_predicate(opened: t.Any)
 
 def test_the_breaker_stops_a_large_change_and_accepting_it_promotes(opened: t.Any) -> None:
     from tardy.engine import log
-    from tardy.engine.machine import BreakerTripped
-    from tardy.engine.restate import restate
+    from tardy.engine.outcome import BreakerTripped
     from tardy.ingest import ingest
     from tardy.landing import arrival_dir_name
+    from tardy.restatements import restate
 
     home, context, spark = opened
     assert restate(context, spark, "baseline").status in ("nothing_to_do", "promoted")
@@ -94,9 +94,9 @@ def test_a_verbatim_resend_restates_nothing(opened: t.Any) -> None:
     from prod_checks import content_hashes
 
     from tardy.engine.detect import detect
-    from tardy.engine.restate import restate
     from tardy.ingest import ingest
     from tardy.landing import arrival_dir_name
+    from tardy.restatements import restate
 
     home, context, spark = opened
     day = SMALL_CONFIG.start + timedelta(days=2)
@@ -139,10 +139,10 @@ def test_a_failed_blocking_audit_stops_the_restatement_with_prod_untouched(opene
     from prod_checks import physical_table
 
     from tardy.engine import log
-    from tardy.engine.machine import RestatementError
-    from tardy.engine.restate import restate
+    from tardy.engine.outcome import RestatementError
     from tardy.ingest import ingest
     from tardy.landing import arrival_dir_name
+    from tardy.restatements import restate
 
     home, context, spark = opened
     quarantine = physical_table(context, "silver.sales_quarantine")

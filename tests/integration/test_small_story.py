@@ -116,7 +116,7 @@ def test_a_void_of_a_whole_day_and_a_moving_correction_leave_no_stale_rows(
 
 def test_late_rows_are_detected_staged_promoted_and_rolled_back_exactly(opened: t.Any) -> None:
     from tardy.engine.detect import detect
-    from tardy.engine.restate import promote_staged, restate, rollback
+    from tardy.restatements import promote_staged, restate, rollback
 
     home, context, spark = opened
     baseline = restate(context, spark, "baseline: prod reflects bronze")

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from tardy.engine.audit import AuditFailed
-from tardy.engine.machine import BreakerTripped, PendingRestatement, RestatementError
 from tardy.engine.named import SelectionError
+from tardy.engine.outcome import BreakerTripped, PendingRestatement, RestatementError
 from tardy.engine.promote import ProdChangedError
 from tardy.engine.sqlmesh_api import NoProdError
 from tardy.errors import ChallengerRefused, TardyError

@@ -111,7 +111,7 @@ def _request(args: argparse.Namespace) -> t.Any:
 
 def cmd_restate(args: argparse.Namespace) -> int:
     from tardy.engine.plan import new_id
-    from tardy.engine.restate import restate
+    from tardy.restatements import restate
     from tardy.review import markdown
 
     try:
@@ -161,7 +161,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     named after the restatement."""
     from tardy.engine.named import Selection, computed_range
     from tardy.engine.plan import new_id
-    from tardy.engine.restate import restate
+    from tardy.restatements import restate
 
     models = tuple(args.restate_model)
     restatement_id = new_id()
@@ -221,19 +221,19 @@ def _by_id_or_request(args: argparse.Namespace, act: t.Callable[[t.Any, t.Any, s
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
-    from tardy.engine.restate import promote_staged
+    from tardy.restatements import promote_staged
 
     return _by_id_or_request(args, promote_staged)
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
-    from tardy.engine.restate import discard
+    from tardy.restatements import discard
 
     return _by_id_or_request(args, discard)
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from tardy.engine.restate import rollback
+    from tardy.restatements import rollback
 
     def action(context: t.Any, spark: t.Any) -> dict[str, object]:
         versions = rollback(context, spark, args.restatement_id, args.reason)

@@ -14,11 +14,14 @@ One module per step, in the order a restatement runs them:
 - ``log``: the restatement log;
 - ``plan``: what a restatement restates (the models and days, from the closure) and the
   targets it moves (the arrival watermark, the circuit breaker's threshold);
-- ``machine``: the state machine that runs a plan: stage, audit, diff, promote, publish,
-  each step logged; ``undo``: its reverse transitions, rollback and a half-done promotion
-  discarded;
+- ``machine``: staging a plan: stage, audit, diff, the circuit breaker, each step logged;
+- ``lifecycle``: every transition after staging, one table over the log's actions: promote,
+  discard, rollback, and recovery of an interrupted one; a promotion returns what it
+  committed, for the caller to publish;
+- ``outcome``: what a command returns (``Outcome``, ``Status``) and its errors;
 - ``restate``: the commands (``restate``, ``promote``/``discard``/``rollback``) under the
-  lock, after recovering what the log says was interrupted.
+  lock, after recovering what the log says was interrupted, each calling the caller's
+  publisher after a promotion (``tardy.restatements`` passes ``tardy.versions``'s).
 
 SQLMesh is reached only through ``sqlmesh_api`` and Delta only through ``delta``; nothing here
 renders output (the CLI does).

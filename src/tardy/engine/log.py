@@ -121,6 +121,43 @@ class LogEntry:
         }
 
 
+@dataclass(frozen=True)
+class Record:
+    """A logged row as the lifecycle reads it back (``records``): its action and status typed,
+    the staged tables as ``StagedTable``; ``row`` is the whole row as ``entries`` reads it."""
+
+    restatement_id: str
+    action: Action
+    status: Action
+    reason: str
+    message: str | None
+    intervals: dict[str, Spans] | None
+    table_versions_before: dict[str, int] | None
+    table_versions_after: dict[str, int] | None
+    staged_tables: list[StagedTable] | None
+    manifest: dict[str, t.Any] | None
+    row: dict[str, t.Any]
+
+    @classmethod
+    def of(cls, row: dict[str, t.Any]) -> Record:
+        from tardy.engine.stage import StagedTable
+
+        tables = row.get("staged_tables")
+        return cls(
+            restatement_id=row["restatement_id"],
+            action=Action(row["action"]),
+            status=Action(row["status"]),
+            reason=row["reason"],
+            message=row["message"],
+            intervals=row["intervals"],
+            table_versions_before=row["table_versions_before"],
+            table_versions_after=row["table_versions_after"],
+            staged_tables=None if tables is None else [StagedTable(**table) for table in tables],
+            manifest=row.get("manifest"),
+            row=row,
+        )
+
+
 # -- writing: engine shapes -> typed columns ---------------------------------------------------
 
 
@@ -324,12 +361,14 @@ def entries(spark: SparkSession, restatement_id: str | None = None) -> list[dict
     return [_read(row.asDict(recursive=True)) for row in frame.orderBy("logged_at").collect()]
 
 
-def latest(spark: SparkSession) -> dict[str, dict[str, t.Any]]:
+def records(spark: SparkSession, restatement_id: str | None = None) -> list[Record]:
+    """``entries`` typed for the lifecycle (``Record``), oldest first."""
+    return [Record.of(row) for row in entries(spark, restatement_id)]
+
+
+def latest(spark: SparkSession) -> dict[str, Record]:
     """The latest entry of every restatement, by id."""
-    out: dict[str, dict[str, t.Any]] = {}
-    for row in entries(spark):
-        out[row["restatement_id"]] = row
-    return out
+    return {row.restatement_id: row for row in records(spark)}
 
 
 def summary(spark: SparkSession) -> list[dict[str, t.Any]]:

@@ -8,17 +8,20 @@
 - ``promote_staged``: promote a staged restatement later (``tardy promote <id>``), or resume an
   interrupted promotion; idempotent.
 - ``rollback``: restore every table a promotion changed to its pre-promotion version, and put
-  the arrival watermark back so that ``tardy detect`` sees those rows again
-  (``tardy.engine.undo``).
+  the arrival watermark back so that ``tardy detect`` sees those rows again.
 - ``discard``: drop a staged restatement; or undo a promotion that stopped half-way (a
   restatement stuck ``promoting``): restore the tables it already committed, then drop the
   stage.
+
+The last three, and recovery, are transitions of ``tardy.engine.lifecycle``'s table. Each
+command takes the caller's ``publish`` (``outcome.Publish``: ``tardy.restatements`` passes
+``tardy.versions``'s) and calls it, under the lock, after every promotion it completes.
 - ``hold``: take the restatement lock before the project and Spark open (the CLI does), so
   that on the embedded default the lock, not the metastore, decides between two processes.
 
-Recovery (``_locked``, ``_finish``) reads the restatement log (``tardy.restatement_log``): a
-restatement whose latest action is an intent was cut off, and is finished or discarded by
-the next command that takes the lock.
+Recovery (``_locked``, ``lifecycle.recover``) reads the restatement log
+(``tardy.restatement_log``): a restatement whose latest action is an intent was cut off, and
+is finished or discarded by the next command that takes the lock.
 """
 
 from __future__ import annotations
@@ -28,13 +31,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
 from tardy import lock
-from tardy.engine import environment, log, machine, undo
+from tardy.engine import environment, lifecycle, log, machine
 from tardy.engine.detect import Manifest, detect
-from tardy.engine.log import Action
-from tardy.engine.machine import Outcome, PendingRestatement, RestatementError, Status
+from tardy.engine.lifecycle import Verb
+from tardy.engine.log import Action, Record
 from tardy.engine.meter import Meter
 from tardy.engine.named import Selection
 from tardy.engine.named import manifest as named_manifest
+from tardy.engine.outcome import Outcome, PendingRestatement, Publish, Status
 from tardy.engine.plan import new_id, watched
 from tardy.errors import RestatementFailed
 from tardy.home import activate
@@ -57,6 +61,7 @@ def restate(
     restatement_id: str | None = None,
     selection: Selection | None = None,
     environment_name: str | None = None,
+    publish: Publish | None,
 ) -> Outcome:
     """Restate what ``detect`` finds, or, with a ``selection``, the models it names over its
     range (``tardy.engine.named``); the same flow either way. Left staged (``promote=False``)
@@ -77,16 +82,16 @@ def restate(
         return Outcome(None, Status.DRY_RUN, manifest, **meter.as_dict())
     restatement_id = restatement_id or new_id()
     env = environment.name_for(restatement_id, environment_name)
-    with _locked(context, spark, restatement_id) as recovered:
+    with _locked(context, spark, restatement_id, publish) as recovered:
         pending = [
             row
             for row in log.latest(spark).values()
-            if row["status"] in (Action.STAGED, Action.PROMOTING, Action.DISCARDING)
+            if row.status in (Action.STAGED, Action.PROMOTING, Action.DISCARDING)
         ]
         if pending:
-            waiting = pending[0]["restatement_id"]
+            waiting = pending[0].restatement_id
             raise PendingRestatement(
-                f"restatement {waiting} is {pending[0]['status']} and awaiting review: "
+                f"restatement {waiting} is {pending[0].status} and awaiting review: "
                 f"`tardy promote {waiting}` or `tardy discard {waiting}` first"
             )
         with meter.step("detect"):
@@ -113,6 +118,7 @@ def restate(
             accept_large_change=accept_large_change,
             watch=watched(context, threshold),
             environment_name=env,
+            publish=publish,
         )
         outcome.recovered = recovered
         return outcome
@@ -156,53 +162,37 @@ def hold(restatement_id: str, gateway: str | None = None) -> Iterator[None]:
 
 
 @contextmanager
-def _locked(context: Context, spark: SparkSession, restatement_id: str) -> Iterator[str | None]:
+def _locked(
+    context: Context, spark: SparkSession, restatement_id: str, publish: Publish | None
+) -> Iterator[str | None]:
     """Hold the restatement lock, after finishing whatever the log says was interrupted
     (a holder killed mid-way): yields what recovery did, or None.
 
     Recovery reads the log, not the lock's holder record: under the lock nobody else is
     working on a restatement, so any whose latest action is an intent (``log.INTERRUPTED``)
     was cut off. ``restatement_id``'s own interrupted work is left to the command acting on it.
+    A promotion recovery completes is published (``publish``) like any other.
     """
     held = restatement_lock(context.config, context.selected_gateway)
     with nullcontext() if held.identity in _held else held.exclusive(restatement_id):
         done = [
-            _recover(context, spark, rid, row)
+            _recover(context, spark, row, publish)
             for rid, row in log.latest(spark).items()
-            if row["status"] in log.INTERRUPTED and rid != restatement_id
+            if row.status in log.INTERRUPTED and rid != restatement_id
         ]
         yield "; ".join(done) or None
 
 
-def _recover(
-    context: Context, spark: SparkSession, restatement_id: str, row: dict[str, t.Any]
-) -> str:
+def _recover(context: Context, spark: SparkSession, row: Record, publish: Publish | None) -> str:
     """Finish (promotion, rollback, discard) or discard (staging) an interrupted restatement;
     says what it did, or why it could not (then the restatement stays as the log says, and
     the command goes on: one stuck restatement must not block every other)."""
     try:
-        return _finish(context, spark, restatement_id, row)
+        done = lifecycle.recover(context, spark, row)
     except RestatementFailed as error:
-        return f"could not finish restatement {restatement_id} ({row['status']}): {error}"
-
-
-def _finish(
-    context: Context, spark: SparkSession, restatement_id: str, row: dict[str, t.Any]
-) -> str:
-    status = row["status"]
-    if status == Action.PROMOTING:
-        machine.promote_entry(context, spark, restatement_id)
-        return f"completed the interrupted promotion of restatement {restatement_id}"
-    if status == Action.ROLLING_BACK:
-        undo.rollback(spark, restatement_id, row["message"] or "")
-        return f"completed the interrupted rollback of restatement {restatement_id}"
-    if status == Action.DISCARDING:
-        undo.discard_promoting(context, spark, restatement_id)
-        return f"completed the interrupted discard of restatement {restatement_id}"
-    machine.discard_staged(
-        context, spark, restatement_id, row["reason"], "interrupted while staging"
-    )
-    return f"discarded restatement {restatement_id}, interrupted while staging"
+        return f"could not finish restatement {row.restatement_id} ({row.status}): {error}"
+    lifecycle.publish_promoted(publish, context, spark, done.outcome)
+    return done.message
 
 
 def latest_with_suffix(spark: SparkSession, suffix: str) -> str | None:
@@ -211,42 +201,45 @@ def latest_with_suffix(spark: SparkSession, suffix: str) -> str | None:
     return max(ids) if ids else None
 
 
-def promote_staged(context: Context, spark: SparkSession, restatement_id: str) -> Outcome:
-    """``tardy promote <id>``: promote a staged restatement, or finish an interrupted one."""
-    with _locked(context, spark, restatement_id):
-        return machine.promote_entry(context, spark, restatement_id)
+def _request(
+    context: Context, spark: SparkSession, restatement_id: str, **given: t.Any
+) -> lifecycle.Request:
+    rows = log.records(spark, restatement_id)
+    return lifecycle.Request(context, spark, restatement_id, rows, **given)
 
 
-def discard(context: Context, spark: SparkSession, restatement_id: str) -> str:
+def promote_staged(
+    context: Context, spark: SparkSession, restatement_id: str, *, publish: Publish | None
+) -> Outcome:
+    """``tardy promote <id>``: promote a staged restatement, or finish an interrupted one,
+    then publish what it committed."""
+    with _locked(context, spark, restatement_id, publish):
+        outcome = lifecycle.apply(Verb.PROMOTE, _request(context, spark, restatement_id)).outcome
+        assert outcome is not None  # a promotion's step returns its outcome
+        outcome.published = lifecycle.publish_promoted(publish, context, spark, outcome)
+        return outcome
+
+
+def discard(
+    context: Context, spark: SparkSession, restatement_id: str, *, publish: Publish | None
+) -> str:
     """``tardy discard <id>``: drop a staged restatement (prod was never touched), or undo a
     promotion that stopped half-way (``promoting``, e.g. killed, then refused because prod
     changed): restore the tables it committed, then drop the stage."""
-    with _locked(context, spark, restatement_id):
-        rows = log.entries(spark, restatement_id)
-        if not rows:
-            raise RestatementError(f"no restatement {restatement_id}")
-        status = rows[-1]["status"]
-        if status in (Action.PROMOTING, Action.DISCARDING):
-            return undo.discard_promoting(context, spark, restatement_id)
-        if status not in (Action.STAGED, Action.STAGING):
-            hint = (
-                f"; to undo it, `tardy rollback {restatement_id} --reason ...`"
-                if status == Action.PROMOTED
-                else ""
-            )
-            raise RestatementError(
-                f"restatement {restatement_id} is {status}: nothing to discard{hint}"
-            )
-        machine.discard_staged(
-            context, spark, restatement_id, rows[-1]["reason"], "discarded by request"
-        )
-        return f"discarded restatement {restatement_id}; prod was never touched"
+    with _locked(context, spark, restatement_id, publish):
+        return lifecycle.apply(Verb.DISCARD, _request(context, spark, restatement_id)).message
 
 
 def rollback(
-    context: Context, spark: SparkSession, restatement_id: str, reason: str
+    context: Context,
+    spark: SparkSession,
+    restatement_id: str,
+    reason: str,
+    *,
+    publish: Publish | None,
 ) -> dict[str, int]:
     """``tardy rollback <id>``: every table the promotion changed back to its prior version
     (or finish an interrupted rollback of it)."""
-    with _locked(context, spark, restatement_id):
-        return undo.rollback(spark, restatement_id, reason)
+    with _locked(context, spark, restatement_id, publish):
+        request = _request(context, spark, restatement_id, reason=reason)
+        return lifecycle.apply(Verb.ROLLBACK, request).versions
