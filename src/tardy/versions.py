@@ -433,11 +433,27 @@ def publish(
             )
         if rows:
             _append(spark, rows, now)
+        _announce(context, history, rows)
         _point_views(
             spark,
             list({**latest, **{p.table_name: p for p in rows}}.values()) if all_views else rows,
         )
     return Published(rows, meter.statements["publish"], round(meter.seconds["publish"], 3))
+
+
+def _announce(context: Context, history: list[Publication], rows: list[Publication]) -> None:
+    """A publication event per new version (``tardy.consumers.notifications``), kept in the
+    outbox once the publications are appended; and one for any earlier version whose event
+    a killed process never kept (``notifications.announce``'s ledger)."""
+    from tardy.consumers import notifications
+    from tardy.home import activate
+
+    notifications.announce(
+        activate().root,
+        context.config.variables.get("notifications"),
+        known=[notifications.published(p) for p in history],
+        new=[notifications.published(p) for p in rows],
+    )
 
 
 def view_name(table_name: str) -> str:

@@ -158,6 +158,24 @@ def test_each_publication_names_the_days_it_changed_and_how_often(story, tmp_pat
     assert _json("publish")["published"] == []  # nothing new since the last promotion
 
 
+def test_every_publication_is_announced_once_to_the_file_sink(story) -> None:
+    """Each command delivered the publication events it raised (``tardy publish``, each
+    promotion): one line per new version in ``notifications.jsonl``, none for the publish
+    that found nothing new; the outbox is empty."""
+    sink = story.home.root / "notifications.jsonl"
+    events = [json.loads(line) for line in sink.read_text().splitlines()]
+    announced = [e for e in events if e["event"] == "publication" and e["table"] == DAILY]
+    versions = _json("versions", DAILY)
+    assert [e["version"] for e in announced] == [p["version"] for p in versions] == [1, 2, 3]
+    for event, publication in zip(announced, versions, strict=True):
+        assert event["detail"]["changed_days"] == publication["changed_days"]
+        assert event["detail"]["produced_by"] == publication["produced_by"]
+        assert event["detail"]["sha256"] == publication["sha256"]
+        assert f"{DAILY}@v{publication['version']} published" in event["text"]
+    assert len({e["key"] for e in events}) == len(events)
+    assert not list((story.home.root / "outbox" / "file").glob("*.json"))
+
+
 def test_show_re_reads_a_published_day(story, tmp_path: Path) -> None:
     """`tardy show --as-of v1 --day A` is v1's rows of day A (its export's lines), after the
     two restatements changed that day."""
