@@ -47,6 +47,7 @@ from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlparse
 
+from tardy.consumers.aliases import point_final
 from tardy.engine import delta, sqlmesh_api
 from tardy.engine.meter import Meter
 from tardy.engine.promote import tag as commit_tag
@@ -434,10 +435,13 @@ def publish(
         if rows:
             _append(spark, rows, now)
         _announce(context, history, rows)
-        _point_views(
-            spark,
-            list({**latest, **{p.table_name: p for p in rows}}.values()) if all_views else rows,
-        )
+        pointed = list({**latest, **{p.table_name: p for p in rows}}.values())
+        _point_views(spark, pointed if all_views else rows)
+        # The final aliases read the published views: created with a model's first
+        # publication, recreated by `tardy publish` (a source or grace window changed).
+        finals = [p.table_name for p in pointed if all_views or (p in rows and p.version == 1)]
+        if finals:
+            point_final(context, spark, finals)
     return Published(rows, meter.statements["publish"], round(meter.seconds["publish"], 3))
 
 

@@ -176,6 +176,49 @@ def test_every_publication_is_announced_once_to_the_file_sink(story) -> None:
     assert not list((story.home.root / "outbox" / "file").glob("*.json"))
 
 
+# The last day of the period a model's time column keys, by the calendar (the oracle of the
+# final aliases): a week's Sunday (the partial first week keyed by the data's first day too),
+# a month's last day, else the day itself.
+PERIOD_LAST_DAY = {
+    "gold.weekly_store_revenue": lambda key: key + timedelta(days=6 - key.weekday()),
+    "gold.monthly_store_revenue": lambda key: (
+        (key.replace(day=28) + timedelta(days=4)).replace(day=1) - timedelta(days=1)
+    ),
+}
+
+
+def test_the_final_alias_holds_exactly_the_final_periods_of_the_latest_publication(
+    story,
+) -> None:
+    """``<schema>_final.<table>``: the rows of the latest publication whose period ended
+    before the first provisional day (``max(bronze arrival_ts) - grace_days``, the rule
+    ``tardy status`` documents), computed here from bronze and the calendar."""
+    from tardy.project import load_config
+
+    spark = story.spark
+    grace = int(load_config().variables["grace_days"])
+    bronze = [
+        name
+        for name in ("bronze.pos_events", "bronze.store_changes", "bronze.payment_refunds")
+        if spark.catalog.tableExists(name)
+    ]
+    arrivals = " UNION ALL ".join(f"SELECT MAX(arrival_ts) AS ts FROM {name}" for name in bronze)
+    latest = spark.sql(f"SELECT MAX(ts) AS ts FROM ({arrivals})").first().ts
+    first_provisional = (latest - timedelta(days=grace)).date()
+    excluded = 0
+    for table in (p["table_name"] for p in story.first["published"]):
+        column = _json("versions", table)[-1]["time_column"]
+        schema, name = table.split(".")
+        published = spark.table(f"{schema}_published.{name}").collect()
+        final = spark.table(f"{schema}_final.{name}").collect()
+        last_day = PERIOD_LAST_DAY.get(table, lambda key: key)
+        expected = [r for r in published if last_day(r[column]) < first_provisional]
+        assert sorted(map(tuple, final)) == sorted(map(tuple, expected)), table
+        assert expected, table  # some final periods ...
+        excluded += len(published) - len(expected)
+    assert excluded  # ... and some provisional ones left out
+
+
 def test_show_re_reads_a_published_day(story, tmp_path: Path) -> None:
     """`tardy show --as-of v1 --day A` is v1's rows of day A (its export's lines), after the
     two restatements changed that day."""
