@@ -12,10 +12,12 @@ from __future__ import annotations
 import typing as t
 
 from tardy import versions
+from tardy.consumers import notifications
 from tardy.engine import restate as commands
 from tardy.engine.closure import days_of
 from tardy.engine.named import Selection
 from tardy.engine.outcome import Outcome, Status
+from tardy.home import activate
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,8 +58,9 @@ def restate(
     selection: Selection | None = None,
     environment_name: str | None = None,
 ) -> Outcome:
-    """``tardy restate``: ``tardy.engine.restate.restate``, publishing."""
-    return commands.restate(
+    """``tardy restate``: ``tardy.engine.restate.restate``, publishing; a restatement left
+    staged for review is announced (``tardy.consumers.notifications``)."""
+    outcome = commands.restate(
         context,
         spark,
         reason,
@@ -70,6 +73,11 @@ def restate(
         environment_name=environment_name,
         publish=publish_promotion,
     )
+    if outcome.status == Status.STAGED and outcome.restatement_id is not None:
+        settings = context.config.variables.get("notifications")
+        event = notifications.staged(outcome.restatement_id, outcome.evaluated, outcome.environment)
+        notifications.notify(activate().root, settings, event)
+    return outcome
 
 
 def promote_staged(context: Context, spark: SparkSession, restatement_id: str) -> Outcome:

@@ -47,6 +47,7 @@ from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlparse
 
+from tardy.consumers.aliases import point_final
 from tardy.engine import delta, sqlmesh_api
 from tardy.engine.meter import Meter
 from tardy.engine.promote import tag as commit_tag
@@ -433,11 +434,30 @@ def publish(
             )
         if rows:
             _append(spark, rows, now)
-        _point_views(
-            spark,
-            list({**latest, **{p.table_name: p for p in rows}}.values()) if all_views else rows,
-        )
+        _announce(context, history, rows)
+        pointed = list({**latest, **{p.table_name: p for p in rows}}.values())
+        _point_views(spark, pointed if all_views else rows)
+        # The final aliases read the published views: created with a model's first
+        # publication, recreated by `tardy publish` (a source or grace window changed).
+        finals = [p.table_name for p in pointed if all_views or (p in rows and p.version == 1)]
+        if finals:
+            point_final(context, spark, finals)
     return Published(rows, meter.statements["publish"], round(meter.seconds["publish"], 3))
+
+
+def _announce(context: Context, history: list[Publication], rows: list[Publication]) -> None:
+    """A publication event per new version (``tardy.consumers.notifications``), kept in the
+    outbox once the publications are appended; and one for any earlier version whose event
+    a killed process never kept (``notifications.announce``'s ledger)."""
+    from tardy.consumers import notifications
+    from tardy.home import activate
+
+    notifications.announce(
+        activate().root,
+        context.config.variables.get("notifications"),
+        known=[notifications.published(p) for p in history],
+        new=[notifications.published(p) for p in rows],
+    )
 
 
 def view_name(table_name: str) -> str:

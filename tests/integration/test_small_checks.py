@@ -365,6 +365,13 @@ def _staged_views(spark, staged: dict) -> dict[str, list[str]]:
     }
 
 
+def _events() -> list[dict]:
+    from tardy.home import activate
+
+    sink = activate().root / "notifications.jsonl"
+    return [json.loads(line) for line in sink.read_text().splitlines()]
+
+
 def test_tardy_plan_restate_model_stages_what_a_named_restatement_stages(context, spark) -> None:
     """`tardy plan dev --restate-model M --start D --end D`, the stock command's habit: staged
     in environment `dev` exactly as `tardy restate --model M --start D --end D --env dev
@@ -421,6 +428,15 @@ def test_tardy_plan_restate_model_stages_what_a_named_restatement_stages(context
     }  # the staged day differs from the edited prod
     assert cli_in_process("discard", restated["restatement_id"])[0] == 0
     assert content_hashes(context, spark) == edited
+    # Each staged restatement was announced, awaiting review, in its environment
+    # (tardy.consumers.notifications' file sink).
+    staged = [e for e in _events() if e["event"] == "restatement_staged"]
+    assert [e["detail"]["restatement_id"] for e in staged][-2:] == [
+        planned["restatement_id"],
+        restated["restatement_id"],
+    ]
+    assert staged[-1]["detail"]["environment"] == "dev"
+    assert f"`tardy promote {restated['restatement_id']}`" in staged[-1]["text"]
 
     code, out, err = cli_in_process("plan", "dev", *selection, str(day), "--auto-apply", "--json")
     assert code == 0, err

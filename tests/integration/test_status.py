@@ -383,12 +383,33 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
     assert {(a["source"], a["metric"]) for a in alerts} == expected
     assert all(a["value"] > a["threshold"] for a in alerts)
     assert f"source {PROBE}: late_ratio 60.00% > 5.00%" in " ".join(captured.err.split())
+    # Each alert was announced once (tardy.consumers.notifications' file sink), and checking
+    # the same data again announces nothing new.
+    announced = _alert_events()
+    assert sorted((e["detail"]["source"], e["detail"]["metric"]) for e in announced) == sorted(
+        expected
+    )
+    (probe,) = [
+        e for e in announced if e["detail"]["source"] == PROBE and "late_ratio" in e["text"]
+    ]
+    assert probe["text"].startswith(f"source {PROBE}: late_ratio 60.00% > 5.00%")
+    assert cli.main(["status", "--check", "--json", "--fresh"]) == 4
+    capsys.readouterr()
+    assert _alert_events() == announced
 
     loose = {name: {"late_ratio": 1.0, "lag_hours_p99": 1e9} for name in tiers}
     monkeypatch.setitem(variables, "lateness_alert_tiers", loose)
     monkeypatch.setitem(variables, "pending_late_data_max_age_hours", 1e9)
     assert cli.main(["status", "--check", "--fresh"]) == 0
     assert "Check passed" in capsys.readouterr().out
+
+
+def _alert_events() -> list[dict]:
+    from tardy.home import activate
+
+    sink = activate().root / "notifications.jsonl"
+    events = [json.loads(line) for line in sink.read_text().splitlines()] if sink.exists() else []
+    return [e for e in events if e["event"] == "alert"]
 
 
 def _answer(argv: list[str], capsys) -> tuple[str, dict]:

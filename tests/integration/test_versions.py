@@ -158,6 +158,67 @@ def test_each_publication_names_the_days_it_changed_and_how_often(story, tmp_pat
     assert _json("publish")["published"] == []  # nothing new since the last promotion
 
 
+def test_every_publication_is_announced_once_to_the_file_sink(story) -> None:
+    """Each command delivered the publication events it raised (``tardy publish``, each
+    promotion): one line per new version in ``notifications.jsonl``, none for the publish
+    that found nothing new; the outbox is empty."""
+    sink = story.home.root / "notifications.jsonl"
+    events = [json.loads(line) for line in sink.read_text().splitlines()]
+    announced = [e for e in events if e["event"] == "publication" and e["table"] == DAILY]
+    versions = _json("versions", DAILY)
+    assert [e["version"] for e in announced] == [p["version"] for p in versions] == [1, 2, 3]
+    for event, publication in zip(announced, versions, strict=True):
+        assert event["detail"]["changed_days"] == publication["changed_days"]
+        assert event["detail"]["produced_by"] == publication["produced_by"]
+        assert event["detail"]["sha256"] == publication["sha256"]
+        assert f"{DAILY}@v{publication['version']} published" in event["text"]
+    assert len({e["key"] for e in events}) == len(events)
+    assert not list((story.home.root / "outbox" / "file").glob("*.json"))
+
+
+# The last day of the period a model's time column keys, by the calendar (the oracle of the
+# final aliases): a week's Sunday (the partial first week keyed by the data's first day too),
+# a month's last day, else the day itself.
+PERIOD_LAST_DAY = {
+    "gold.weekly_store_revenue": lambda key: key + timedelta(days=6 - key.weekday()),
+    "gold.monthly_store_revenue": lambda key: (
+        (key.replace(day=28) + timedelta(days=4)).replace(day=1) - timedelta(days=1)
+    ),
+}
+
+
+def test_the_final_alias_holds_exactly_the_final_periods_of_the_latest_publication(
+    story,
+) -> None:
+    """``<schema>_final.<table>``: the rows of the latest publication whose period ended
+    before the first provisional day (``max(bronze arrival_ts) - grace_days``, the rule
+    ``tardy status`` documents), computed here from bronze and the calendar."""
+    from tardy.project import load_config
+
+    spark = story.spark
+    grace = int(load_config().variables["grace_days"])
+    bronze = [
+        name
+        for name in ("bronze.pos_events", "bronze.store_changes", "bronze.payment_refunds")
+        if spark.catalog.tableExists(name)
+    ]
+    arrivals = " UNION ALL ".join(f"SELECT MAX(arrival_ts) AS ts FROM {name}" for name in bronze)
+    latest = spark.sql(f"SELECT MAX(ts) AS ts FROM ({arrivals})").first().ts
+    first_provisional = (latest - timedelta(days=grace)).date()
+    excluded = 0
+    for table in (p["table_name"] for p in story.first["published"]):
+        column = _json("versions", table)[-1]["time_column"]
+        schema, name = table.split(".")
+        published = spark.table(f"{schema}_published.{name}").collect()
+        final = spark.table(f"{schema}_final.{name}").collect()
+        last_day = PERIOD_LAST_DAY.get(table, lambda key: key)
+        expected = [r for r in published if last_day(r[column]) < first_provisional]
+        assert sorted(map(tuple, final)) == sorted(map(tuple, expected)), table
+        assert expected, table  # some final periods ...
+        excluded += len(published) - len(expected)
+    assert excluded  # ... and some provisional ones left out
+
+
 def test_show_re_reads_a_published_day(story, tmp_path: Path) -> None:
     """`tardy show --as-of v1 --day A` is v1's rows of day A (its export's lines), after the
     two restatements changed that day."""

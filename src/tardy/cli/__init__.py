@@ -393,3 +393,18 @@ def main(argv: list[str] | None = None) -> int:
             err.print(f"[red]error:[/] {exc}")
             return 1
         raise
+    finally:
+        if home is not None:
+            _deliver(home)
+
+
+def _deliver(home: Path) -> None:
+    """Deliver the notifications this or an earlier command raised, within a short budget;
+    what is not delivered stays in the outbox for the next command, and no error of a sink
+    reaches the command's exit code."""
+    from tardy.consumers.notifications import deliver_pending
+
+    try:
+        deliver_pending(home)
+    except Exception as error:  # a full disk, an unreadable URL file: the command stands
+        err.print(f"[yellow]notifications not delivered:[/] {error}")

@@ -206,6 +206,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         if limits is not None:
             render_alerts(alerts, console)
     if alerts:
+        from tardy.consumers import notifications
+        from tardy.home import activate
+
+        events = [
+            notifications.alerted(alert.message, alert.as_dict(), result.max_arrival_ts)
+            for alert in alerts
+        ]
+        notifications.notify(activate().root, variables.get("notifications"), *events)
         raise AlertsRaised(
             f"{len(alerts)} alert(s): " + "; ".join(alert.message for alert in alerts)
         )

@@ -80,6 +80,13 @@ def _image(sql: str, days: tuple[date, ...]) -> dict[date, date | None]:
     return dict(rows.fetchall())
 
 
+def _substitute(expression: exp.Expr, day: exp.Expr) -> exp.Expr:
+    """``expression`` with its column ``d`` replaced by ``day``."""
+    return expression.copy().transform(
+        lambda n: day.copy() if isinstance(n, exp.Column) and n.name == "d" else n
+    )
+
+
 # A period keyed by one day never spans more than this many days of its parent (a month).
 _LONGEST_PERIOD = 31
 
@@ -92,7 +99,7 @@ class Closure:
         # Models computed by intervals only: a view (a dimension) has no days to restate; its
         # late changes reach its children through detection (``tardy.engine.dimension``).
         self.snapshots = {s.model.name: s for s in snapshots if sqlmesh_api.has_intervals(s)}
-        self._lineage: dict[tuple[str, str], str | None] = {}
+        self._lineage: dict[tuple[str, str], exp.Expr | None] = {}
 
     def children(self, name: str) -> list[str]:
         snapshot = self.snapshots[name]
@@ -105,7 +112,8 @@ class Closure:
     def parents(self, name: str) -> list[str]:
         return sqlmesh_api.parent_names(self.snapshots[name], self.snapshots.values())
 
-    def _time_sql(self, parent: str, child: str) -> str | None:
+    def _time_expression(self, parent: str, child: str) -> exp.Expr | None:
+        """The child's time column as an expression of its parent's, the column ``d``."""
         key = (parent, child)
         if key not in self._lineage:
             expression = sqlmesh_api.time_lineage(
@@ -115,8 +123,25 @@ class Closure:
                 expression = expression.transform(
                     lambda n: exp.column("d") if isinstance(n, exp.Placeholder) else n
                 )
-            self._lineage[key] = None if expression is None else expression.sql("duckdb")
+            self._lineage[key] = expression
         return self._lineage[key]
+
+    def _time_sql(self, parent: str, child: str) -> str | None:
+        expression = self._time_expression(parent, child)
+        return None if expression is None else expression.sql("duckdb")
+
+    def key_of(self, name: str, day: exp.Expr) -> exp.Expr:
+        """The interval of ``name`` (its time column's value) that holds the most upstream
+        model's day ``day`` (an expression), through the lineage ``last_day`` walks: a week's
+        key for a weekly rollup, the day itself for a model with none. For a day D, a period
+        ``k`` ends before D exactly when ``k < key_of(D)`` (periods partition the days, in
+        order)."""
+        for parent in self.parents(name):
+            expression = self._time_expression(parent, name)
+            if expression is None:
+                continue
+            return _substitute(expression, self.key_of(parent, day))
+        return day
 
     def map(self, parent: str, child: str, days: Iterable[date]) -> set[date]:
         """The child's days (values of its time column) that read a changed parent day."""

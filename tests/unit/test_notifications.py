@@ -1,0 +1,244 @@
+"""The outbox and its sinks (``tardy.consumers.notifications``) against a real HTTP server on
+loopback, started here: an event reaches the webhook once whatever its failures, an event
+raised while the server is down is delivered by the next delivery, a process killed after
+raising an event loses none, and a repeated delivery is not a second event."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import typing as t
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tardy.consumers.notifications import (
+    FILE_SINK,
+    Event,
+    EventKind,
+    FileSink,
+    Outbox,
+    WebhookSink,
+    webhook_url,
+)
+from tardy.errors import InputError
+
+
+class Hook:
+    """A webhook on loopback: answers 500 to its first ``fail`` POSTs, then 204; records
+    every POST it accepted (body and idempotency key)."""
+
+    def __init__(self, fail: int = 0, port: int = 0) -> None:
+        self.fail, self.tried, self.accepted = fail, 0, []
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                hook.tried += 1
+                if hook.tried <= hook.fail:
+                    self.send_response(500)
+                else:
+                    hook.accepted.append((self.headers["Idempotency-Key"], body))
+                    self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: t.Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hook() -> t.Iterator[Hook]:
+    server = Hook(fail=2)
+    yield server
+    server.close()
+
+
+def published(version: int) -> Event:
+    return Event(
+        EventKind.PUBLICATION,
+        f"gold.daily_store_revenue v{version} published",
+        about=f"gold.daily_store_revenue@v{version}",
+        table="gold.daily_store_revenue",
+        version=version,
+        detail={"changed_days": ["2026-01-10"]},
+    )
+
+
+def lines(home: Path) -> list[dict[str, t.Any]]:
+    return [json.loads(line) for line in (home / FILE_SINK).read_text().splitlines()]
+
+
+def test_a_webhook_failing_twice_receives_the_event_once(tmp_path: Path, hook: Hook) -> None:
+    sink = WebhookSink(hook.url, timeout_seconds=2, attempts=3, backoff_seconds=0.01)
+    outbox = Outbox(tmp_path, [FileSink(tmp_path / FILE_SINK), sink])
+    event = published(2)
+    outbox.put(event)
+    done = outbox.deliver(budget_seconds=10)
+    assert (done.delivered, done.pending, done.errors) == (2, 0, [])
+    assert hook.tried == 3 and len(hook.accepted) == 1
+    key, body = hook.accepted[0]
+    assert key == body["key"] == event.key
+    assert body["text"] == "gold.daily_store_revenue v2 published"
+    assert (body["event"], body["table"], body["version"]) == ("publication", event.table, 2)
+    assert [line["key"] for line in lines(tmp_path)] == [event.key]
+    assert outbox.pending() == {"file": [], "webhook": []}
+
+
+def test_an_event_raised_while_the_server_is_down_is_delivered_by_the_next_delivery(
+    tmp_path: Path,
+) -> None:
+    down = Hook()
+    down.close()  # nothing listens on its port now: connection refused
+    sink = WebhookSink(down.url, timeout_seconds=1, attempts=2, backoff_seconds=0.01)
+    outbox = Outbox(tmp_path, [sink])
+    outbox.put(published(3), published(4))
+    first = outbox.deliver(budget_seconds=5)
+    assert (first.delivered, first.pending) == (0, 2) and "ConnectionError" in first.errors[0]
+    up = Hook(port=down.port)
+    try:
+        second = outbox.deliver(budget_seconds=5)
+    finally:
+        up.close()
+    assert (second.delivered, second.pending, second.errors) == (2, 0, [])
+    # Oldest first, each once.
+    assert [body["version"] for _, body in up.accepted] == [3, 4]
+
+
+RAISE_AND_HANG = """
+import sys, time
+from pathlib import Path
+from tardy.consumers.notifications import Event, EventKind, FileSink, Outbox
+home = Path(sys.argv[1])
+Outbox(home, [FileSink(home / "notifications.jsonl")]).put(
+    Event(EventKind.ALERT, "late_ratio above its limit", about="alert:pos:2026-01-10")
+)
+print("raised", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_process_killed_after_raising_an_event_loses_none(tmp_path: Path) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", RAISE_AND_HANG, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "raised"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert not (tmp_path / FILE_SINK).exists()  # killed before it delivered
+    outbox = Outbox(tmp_path, [FileSink(tmp_path / FILE_SINK)])
+    assert outbox.deliver().delivered == 1
+    assert [line["text"] for line in lines(tmp_path)] == ["late_ratio above its limit"]
+
+
+def test_a_delivery_repeated_after_a_kill_is_not_a_second_event(tmp_path: Path) -> None:
+    sink = FileSink(tmp_path / FILE_SINK)
+    outbox = Outbox(tmp_path, [sink])
+    event = published(5)
+    outbox.put(event)
+    outbox.put(event)  # raised again (a command re-run): kept once
+    (pending,) = outbox.pending()["file"]
+    # A kill after the sink appended and before the outbox file was deleted:
+    sink.send(json.loads(pending.read_text()), deadline=float("inf"))
+    assert outbox.deliver().delivered == 1
+    assert [line["key"] for line in lines(tmp_path)] == [event.key]
+
+
+def test_a_second_delivery_at_once_leaves_the_outbox_to_the_first(tmp_path: Path) -> None:
+    import fcntl
+
+    outbox = Outbox(tmp_path, [FileSink(tmp_path / FILE_SINK)])
+    outbox.put(published(6))
+    with (tmp_path / "outbox" / ".lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        done = outbox.deliver()
+    assert done.busy and done.delivered == 0
+    assert outbox.deliver().delivered == 1
+
+
+def test_the_webhook_url_comes_from_the_environment_or_an_owner_only_file(
+    tmp_path: Path,
+) -> None:
+    assert webhook_url({"TARDY_WEBHOOK_URL": " https://hooks.example/a "}) == (
+        "https://hooks.example/a"
+    )
+    secret = tmp_path / "webhook"
+    secret.write_text("https://hooks.example/T0/secret\n")
+    secret.chmod(0o644)
+    with pytest.raises(InputError, match="chmod 600"):
+        webhook_url({"TARDY_WEBHOOK_URL_FILE": str(secret)})
+    secret.chmod(0o600)
+    assert webhook_url({"TARDY_WEBHOOK_URL_FILE": str(secret)}) == (
+        "https://hooks.example/T0/secret"
+    )
+    assert webhook_url({}) is None
+
+
+def test_a_later_command_delivers_with_the_settings_raised_under_never_the_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+
+    hook = Hook(fail=3)  # more failures than the default attempts (3) absorb
+    try:
+        _deliver_later(tmp_path, hook, monkeypatch)
+    finally:
+        hook.close()
+
+
+def _deliver_later(tmp_path: Path, hook: Hook, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tardy.consumers.notifications import SINK_SETTINGS, deliver_pending, notify
+
+    monkeypatch.setenv("TARDY_WEBHOOK_URL", hook.url)
+    settings = {"webhook": {"timeout_seconds": 2, "attempts": 4, "backoff_seconds": 0.01}}
+    notify(tmp_path, settings, published(7))
+    kept = (tmp_path / "outbox" / "webhook" / SINK_SETTINGS).read_text()
+    assert hook.url not in kept and json.loads(kept)["attempts"] == 4
+    monkeypatch.delenv("TARDY_WEBHOOK_URL")
+    first = deliver_pending(tmp_path)  # no URL now: the webhook's event waits
+    assert first is not None and first.delivered == 1 and len(lines(tmp_path)) == 1
+    assert len(Outbox.of(tmp_path).pending()) == 1  # the file sink's folder only
+    monkeypatch.setenv("TARDY_WEBHOOK_URL", hook.url)
+    second = deliver_pending(tmp_path)
+    # The hook fails three times: delivered within one delivery by the 4 kept attempts.
+    assert second is not None and (second.delivered, second.pending) == (1, 0)
+    assert [body["version"] for _, body in hook.accepted] == [7]
+
+
+def test_a_publication_whose_event_a_kill_lost_is_announced_by_the_next_publish(
+    tmp_path: Path,
+) -> None:
+    """``announce`` as ``tardy.versions.publish`` calls it: the publications recorded before
+    (``known``) and the new ones. The state a kill between the publication's commit and its
+    event leaves (v2 recorded, its key in no ledger) is caught up by the next call."""
+    from tardy.consumers.notifications import announce
+
+    settings = {"file": True}
+    # A data home from before notifications: its publications are adopted, not announced.
+    assert announce(tmp_path, settings, known=[published(1)], new=[]) == []
+    assert [e.version for e in announce(tmp_path, settings, [published(1)], [published(2)])] == [2]
+    # v3 was appended, then the process was killed before it announced it: the next publish
+    # (v4) finds v3 known and never announced.
+    caught = announce(tmp_path, settings, [published(v) for v in (1, 2, 3)], [published(4)])
+    assert [e.version for e in caught] == [3, 4]
+    assert announce(tmp_path, settings, [published(v) for v in (1, 2, 3, 4)], []) == []
+    Outbox.of(tmp_path).deliver()
+    assert [line["version"] for line in lines(tmp_path)] == [2, 3, 4]
