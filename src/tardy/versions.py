@@ -470,21 +470,28 @@ def _point_views(spark: SparkSession, latest: list[Publication]) -> None:
     """One ``CREATE OR REPLACE VIEW`` per publication: the view reads its Delta version by
     time travel, so a later run does not change it. A view's schema is created when the
     view's creation finds it missing (one statement then, none once it exists)."""
-    from pyspark.errors import AnalysisException
-
     for p in latest:
         name = view_name(p.table_name)
-        create = (
+        create_view(
+            spark,
+            name,
             f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM "
-            f"{p.physical_table} VERSION AS OF {int(p.delta_version)}"
+            f"{p.physical_table} VERSION AS OF {int(p.delta_version)}",
         )
-        try:
-            spark.sql(create)
-        except AnalysisException as error:
-            if "SCHEMA_NOT_FOUND" not in str(error):
-                raise
-            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {name.split('.')[0]}")
-            spark.sql(create)
+
+
+def create_view(spark: SparkSession, name: str, create: str) -> None:
+    """Run ``create`` (a ``CREATE OR REPLACE VIEW`` of ``name``), creating the view's schema
+    when the creation finds it missing (one statement then, none once it exists)."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        spark.sql(create)
+    except AnalysisException as error:
+        if "SCHEMA_NOT_FOUND" not in str(error):
+            raise
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {name.split('.')[0]}")
+        spark.sql(create)
 
 
 def _producer(user_metadata: str | None) -> str:

@@ -69,23 +69,15 @@ WHERE p.`{column}` < w.first_provisional_key
 def point_final(context: Context, spark: SparkSession, tables: t.Iterable[str]) -> list[str]:
     """(Re)create the final alias of each published model in ``tables`` over its published
     view; returns their names. A view's schema is created when missing."""
-    from pyspark.errors import AnalysisException
-
     from tardy.engine import sqlmesh_api
     from tardy.engine.closure import Closure
-    from tardy.versions import view_name
+    from tardy.versions import create_view, view_name
 
     closure = Closure(context, sqlmesh_api.model_snapshots(context))
     grace, bronze = int(context.config.variables["grace_days"]), arrivals(spark)
     names = []
     for table_name in tables:
         create = final_view_sql(closure, table_name, view_name(table_name), grace, bronze)
-        try:
-            spark.sql(create)
-        except AnalysisException as error:
-            if "SCHEMA_NOT_FOUND" not in str(error):
-                raise
-            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {final_name(table_name).split('.')[0]}")
-            spark.sql(create)
+        create_view(spark, final_name(table_name), create)
         names.append(final_name(table_name))
     return names

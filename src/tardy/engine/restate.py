@@ -12,12 +12,13 @@
 - ``discard``: drop a staged restatement; or undo a promotion that stopped half-way (a
   restatement stuck ``promoting``): restore the tables it already committed, then drop the
   stage.
-
-The last three, and recovery, are transitions of ``tardy.engine.lifecycle``'s table. Each
-command takes the caller's ``publish`` (``outcome.Publish``: ``tardy.restatements`` passes
-``tardy.versions``'s) and calls it, under the lock, after every promotion it completes.
 - ``hold``: take the restatement lock before the project and Spark open (the CLI does), so
   that on the embedded default the lock, not the metastore, decides between two processes.
+
+Promote, discard, rollback and recovery are transitions of ``tardy.engine.lifecycle``'s
+table. Each command takes the caller's ``publish`` (``outcome.Publish``:
+``tardy.restatements`` passes ``tardy.versions``'s) and calls it, under the lock, after
+every promotion it completes.
 
 Recovery (``_locked``, ``lifecycle.recover``) reads the restatement log
 (``tardy.restatement_log``): a restatement whose latest action is an intent was cut off, and
