@@ -38,12 +38,13 @@ from tardy.warm import EngineState
 
 if t.TYPE_CHECKING:
     from tardy.alerts import Alert
+    from tardy.consumers.rereads import Shown
     from tardy.engine.detect import Manifest
     from tardy.engine.diff import Diff, IntervalDiff
     from tardy.history import KeyHistory
     from tardy.report import Summary
     from tardy.status import RestatedDay, SourceStatus, Status
-    from tardy.versions import Publication, Shown
+    from tardy.versions import Publication
     from tardy.warm import Status as EngineStatus
 
 Spans = Sequence[Sequence[str]]  # closed [first, last] day ranges, ISO dates

@@ -316,7 +316,7 @@ def render_versions_checked(found: list, console: Console) -> None:
 
 
 def shown():
-    from tardy.versions import Shown
+    from tardy.consumers.rereads import Shown
 
     columns = ["event_date", "store_id", "transactions", "items", "revenue", "corrected"]
     rows = [("2026-01-10", str(s), "130", "366", "4651.70", "1") for s in range(1, 6)]

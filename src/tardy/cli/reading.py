@@ -143,7 +143,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from tardy.versions import export
+    from tardy.consumers.rereads import export
 
     spark = spark_without_project(args)
     with err.status(f"Exporting {args.table}"):
@@ -160,8 +160,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from tardy.consumers.rereads import show
     from tardy.render import render_shown
-    from tardy.versions import show
 
     shown = show(spark_without_project(args), args.table, args.as_of, args.day)
     if args.json:
