@@ -60,6 +60,8 @@ if t.TYPE_CHECKING:
     from sqlmesh import Context
     from sqlmesh.core.snapshot import Snapshot
 
+    from tardy.consumers.notes import Note
+
 PUBLISHED_TAG = "published"
 TABLE = "tardy.published_versions"
 LATEST = "latest"
@@ -434,7 +436,8 @@ def publish(
             )
         if rows:
             _append(spark, rows, now)
-        _announce(context, history, rows)
+        written = _release_notes(context, spark, rows, latest)
+        _announce(context, history, rows, written)
         pointed = list({**latest, **{p.table_name: p for p in rows}}.values())
         _point_views(spark, pointed if all_views else rows)
         # The final aliases read the published views: created with a model's first
@@ -445,10 +448,32 @@ def publish(
     return Published(rows, meter.statements["publish"], round(meter.seconds["publish"], 3))
 
 
-def _announce(context: Context, history: list[Publication], rows: list[Publication]) -> None:
-    """A publication event per new version (``tardy.consumers.notifications``), kept in the
-    outbox once the publications are appended; and one for any earlier version whose event
-    a killed process never kept (``notifications.announce``'s ledger)."""
+def _release_notes(
+    context: Context,
+    spark: SparkSession,
+    rows: list[Publication],
+    superseded: dict[str, Publication],
+) -> dict[str, Note]:
+    """Each new version's release note (``tardy.consumers.notes``), written to the data home
+    once the publications are appended, by table."""
+    from tardy.consumers import notes
+    from tardy.home import activate
+
+    if not rows:
+        return {}
+    composed = notes.compose(context, spark, rows, superseded)
+    return {note.table: note for note in notes.write(activate().root, composed)}
+
+
+def _announce(
+    context: Context,
+    history: list[Publication],
+    rows: list[Publication],
+    written: dict[str, Note],
+) -> None:
+    """A publication event per new version (``tardy.consumers.notifications``) with its
+    release note, kept in the outbox once the note is written; and one for any earlier
+    version whose event a killed process never kept (``notifications.announce``'s ledger)."""
     from tardy.consumers import notifications
     from tardy.home import activate
 
@@ -456,7 +481,7 @@ def _announce(context: Context, history: list[Publication], rows: list[Publicati
         activate().root,
         context.config.variables.get("notifications"),
         known=[notifications.published(p) for p in history],
-        new=[notifications.published(p) for p in rows],
+        new=[notifications.published(p, written.get(p.table_name)) for p in rows],
     )
 
 

@@ -176,6 +176,73 @@ def test_every_publication_is_announced_once_to_the_file_sink(story) -> None:
     assert not list((story.home.root / "outbox" / "file").glob("*.json"))
 
 
+def _export_rows(version: int, folder: Path) -> dict[tuple[str, str], dict[str, str]]:
+    """A version of the daily table re-read from its export (CSV): rows by the grain."""
+    exported = _json("export", DAILY, "--as-of", f"v{version}", "--to", str(folder))
+    with Path(exported["path"]).open(newline="") as handle:
+        return {(row["event_date"], row["store_id"]): row for row in csv.DictReader(handle)}
+
+
+def test_each_release_note_matches_its_two_versions_and_survives_a_lost_file(
+    story, tmp_path: Path
+) -> None:
+    """Each promotion's publication wrote a release note whose changed days, rows added,
+    removed and changed and measure totals equal what the two versions' exports give
+    (compared here row by row on the grain, not by Spark), with the restatement's reason;
+    its material flag follows project.yaml's rule; a note a killed process never wrote is
+    composed again, equal."""
+    releases = story.home.root / "releases" / DAILY
+    first = json.loads((releases / "v1.json").read_text())
+    assert first["supersedes"] is None and first["produced_by"] == "run"
+    measures = ["transactions", "items", "revenue", "corrected_transactions"]
+    for number, outcome in enumerate(story.restatements, start=2):
+        note = _json("versions", DAILY, "--notes", f"v{number}")
+        assert note == json.loads((releases / f"v{number}.json").read_text())
+        before = _export_rows(number - 1, tmp_path / f"v{number - 1}")
+        after = _export_rows(number, tmp_path / f"v{number}")
+        days = sorted(
+            {key[0] for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+        )
+        assert [d["day"] for d in note["days"]] == days and days
+        for day in note["days"]:
+            old = {k: r for k, r in before.items() if k[0] == day["day"]}
+            new = {k: r for k, r in after.items() if k[0] == day["day"]}
+            assert (day["rows_before"], day["rows_after"]) == (len(old), len(new))
+            assert day["added"] == len(new.keys() - old.keys())
+            assert day["removed"] == len(old.keys() - new.keys())
+            assert day["changed"] == sum(old[k] != new[k] for k in old.keys() & new.keys())
+            for m in measures:
+                totals = [sum(Decimal(r[m]) for r in side.values()) for side in (old, new)]
+                assert [Decimal(x) for x in day["measures"][m]] == totals, (day, m)
+            moved = [(len(old), len(new))] + [
+                tuple(sum(Decimal(r["revenue"]) for r in side.values()) for side in (old, new))
+            ]
+            assert day["material"] == any(
+                (b == 0 and a != 0) or (b != 0 and abs(a - b) / abs(b) >= Decimal("0.01"))
+                for b, a in moved
+            )
+        assert note["material"] == any(d["material"] for d in note["days"])
+        assert note["supersedes"] == number - 1
+        assert note["restatement_id"] == outcome["restatement_id"]
+        assert note["reason"] == f"versions: {['LATE-A', 'LATE-AB'][number - 2]}"
+        assert note["material_measures"] == ["revenue"]
+        markdown = Path(note["files"]["md"]).read_text()
+        assert markdown.startswith(f"# {DAILY} v{number} (supersedes v{number - 1})")
+        assert f"tardy show {DAILY} --as-of v{number - 1}" in markdown
+    # The file sink's event names the note and says whether it is material.
+    sink = story.home.root / "notifications.jsonl"
+    events = [json.loads(line) for line in sink.read_text().splitlines()]
+    latest = [e for e in events if e["event"] == "publication" and e.get("version") == 3]
+    mine = [e for e in latest if e["table"] == DAILY]
+    assert mine and mine[0]["detail"]["note"] == str(releases / "v3.md")
+    assert mine[0]["detail"]["material"] == note["material"]
+    # A note lost (a kill after the publication): composed again from the two versions.
+    (releases / "v3.json").unlink()
+    (releases / "v3.md").unlink()
+    assert _json("versions", DAILY, "--notes", "latest") == note
+    assert (releases / "v3.md").read_text() == markdown
+
+
 # The last day of the period a model's time column keys, by the calendar (the oracle of the
 # final aliases): a week's Sunday (the partial first week keyed by the data's first day too),
 # a month's last day, else the day itself.

@@ -337,6 +337,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="mark the versions time travel can no longer read (VACUUM, log retention)",
     )
+    ver.add_argument(
+        "--notes",
+        metavar="VERSION",
+        help="print the release note of one version (v3, latest) of TABLE",
+    )
     ver.add_argument("--json", action="store_true")
     ver.set_defaults(func=cmd_versions)
 

@@ -8,7 +8,7 @@ import typing as t
 from pathlib import Path
 
 from tardy.cli.output import console, err, print_json, spark_without_project
-from tardy.errors import AlertsRaised
+from tardy.errors import AlertsRaised, InputError
 from tardy.home import activate
 
 
@@ -126,6 +126,8 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
     spark = spark_without_project(args)
     found = publications(spark, args.table)
+    if args.notes:
+        return _print_note(args, spark, found)
     gone = None
     if args.check:
         with err.status("Checking that time travel still reads each version"):
@@ -139,6 +141,28 @@ def cmd_versions(args: argparse.Namespace) -> int:
         )
     else:
         render_versions(found, console, gone)
+    return 0
+
+
+def _print_note(args: argparse.Namespace, spark: t.Any, found: list[t.Any]) -> int:
+    """``tardy versions TABLE --notes vN``: the version's release note (composed again when a
+    killed process never wrote it)."""
+    from tardy.consumers import notes
+    from tardy.versions import resolve
+
+    if not args.table:
+        raise InputError("--notes needs a table: tardy versions TABLE --notes vN")
+    home = activate().root
+    note = notes.read(home, args.table, resolve(found, args.table, args.notes).version)
+    if note is None:
+        from tardy.project import open_context, spark_of
+
+        context = open_context(args.gateway, progress_to_stderr=args.json)
+        note = notes.note_of(context, spark_of(context), home, args.table, args.notes)
+    if args.json:
+        print_json(note)
+    else:
+        console.print(Path(note["files"]["md"]).read_text(encoding="utf-8"), markup=False)
     return 0
 
 

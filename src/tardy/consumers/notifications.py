@@ -42,6 +42,7 @@ from pathlib import Path
 from tardy.errors import InputError
 
 if t.TYPE_CHECKING:
+    from tardy.consumers.notes import Note
     from tardy.versions import Publication
 
 OUTBOX = "outbox"
@@ -325,9 +326,20 @@ def announce(
     announced = set(ledger.read_text(encoding="utf-8").split())
     events = [event for event in [*known, *new] if event.key not in announced]
     events = list({event.key: event for event in events}.values())
-    notify(home, settings, *events)
+    notify(home, settings, *[event for event in events if wanted(event, settings)])
     _append_lines(ledger, [event.key for event in events])
     return events
+
+
+def wanted(event: Event, settings: t.Mapping[str, t.Any] | None) -> bool:
+    """Whether the sinks get ``event``: every one, except with ``publications: material`` a
+    publication its release note found not material (one whose note is unknown is sent)."""
+    material_only = (settings or {}).get("publications", "all") == "material"
+    return not (
+        material_only
+        and event.event == EventKind.PUBLICATION
+        and event.detail.get("material") is False
+    )
 
 
 def _append_lines(path: Path, lines: list[str]) -> None:
@@ -347,13 +359,16 @@ def deliver_pending(home: Path, budget_seconds: float = 2.0) -> Delivery | None:
 # -- the events --------------------------------------------------------------------------------
 
 
-def published(publication: Publication) -> Event:
-    """A new published version of a model."""
+def published(publication: Publication, note: Note | None = None) -> Event:
+    """A new published version of a model, with what its release note says (``material``
+    None: an event caught up without its note)."""
     days = publication.changed_days
     changed = f"{len(days)} changed day(s), {days[0]}..{days[-1]}" if days else "no changed day"
+    material = None if note is None or note.supersedes is None else note.material
+    flag = {None: "", True: "; material", False: "; not material"}[material]
     return Event(
         EventKind.PUBLICATION,
-        f"{publication.name} published ({changed}; produced by {publication.produced_by})",
+        f"{publication.name} published ({changed}; produced by {publication.produced_by}{flag})",
         about=f"{publication.name}:{publication.sha256}",
         table=publication.table_name,
         version=publication.version,
@@ -364,6 +379,8 @@ def published(publication: Publication) -> Event:
             "rows": publication.rows,
             "sha256": publication.sha256,
             "published_at": publication.published_at,
+            "material": material,
+            "note": note.files.get("md") if note else None,
         },
     )
 

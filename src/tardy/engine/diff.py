@@ -259,21 +259,25 @@ def compare_sql(
     grain: list[str],
     *,
     spans: list[list[str]] | None = None,
-    measures: bool = True,
+    measures: bool | t.Sequence[str] = True,
     rows: bool = False,
 ) -> str:
     """``before`` against ``after`` (tables, or a table ``VERSION AS OF`` one version) over
     ``spans`` of ``table``'s time column (default: its evaluated intervals), joined on the
     grain plus the time column: one row per key and period, with ``_kind`` added / removed /
     changed (NULL: equal), ``_key``, ``_time`` and ``_interval`` (the index of the interval);
-    with ``measures`` every DECIMAL column of both sides (``b_<c>``, ``a_<c>``), with ``rows``
+    with ``measures`` every DECIMAL column of both sides (``b_<c>``, ``a_<c>``; or the
+    columns ``measures`` names), with ``rows``
     both whole rows of a changed key as JSON (``_before``, ``_after``; NULL for the side it
     is missing from, and both NULL for an equal row) and the grain's key (``_row_key``)."""
     schema = spark.table(table.prod_table).schema
     columns = [f.name for f in schema.fields]
-    decimals = (
-        [f.name for f in schema.fields if f.dataType.typeName() == "decimal"] if measures else []
-    )
+    if isinstance(measures, bool):
+        decimals = [
+            f.name for f in schema.fields if measures and f.dataType.typeName() == "decimal"
+        ]
+    else:
+        decimals = list(measures)
     spans = table.intervals if spans is None else spans
     # The grain plus the time column: prod may hold a key on two days of a range (a late
     # correction moved it after the old day was closed: what the restatement fixes), and a
@@ -339,8 +343,8 @@ def diff_tables(
             COUNTS_SQL.format(
                 table=index,
                 counts=COUNTS,
-                sums_before=_sums_map("b", columns),
-                sums_after=_sums_map("a", columns),
+                sums_before=sums_map("b", columns),
+                sums_after=sums_map("a", columns),
                 per_day=CHANGES_PER_DAY + 1,
                 diff=compare_sql(
                     spark, staged.prod_table, staged.staged_table, staged, grain, rows=True
@@ -356,7 +360,7 @@ def diff_tables(
     ]
 
 
-def _sums_map(side: str, columns: list[str]) -> str:
+def sums_map(side: str, columns: list[str]) -> str:
     """The sums of ``columns`` on one side of the diff (``b``: before, ``a``: after), as a
     map of column to decimal text."""
     entries = ", ".join(f"'{c}', CAST(SUM(`{side}_{c}`) AS STRING)" for c in columns)
