@@ -260,39 +260,48 @@ def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-LATENESS_ROWS: list[tuple[str, t.Callable[[SourceStatus], str]] | None] = [
+LATENESS_COLUMNS: list[tuple[str, t.Callable[[SourceStatus], str]]] = [
     ("rows", lambda s: f"{s.rows:,}"),
-    ("measured", lambda s: f"{s.measured_rows:,}"),
-    ("no event_ts", lambda s: f"{s.rows_without_event_ts:,}"),
-    ("event > arrival", lambda s: f"{s.rows_event_after_arrival:,}"),
-    ("late", lambda s: f"{s.late_rows:,}"),
-    None,  # a section line
-    ("late %", lambda s: "-" if s.late_ratio is None else f"{s.late_ratio:.2%}"),
-    ("lag p50 h", lambda s: _num(s.lag_hours_p50, ".1f")),
-    ("lag p95 h", lambda s: _num(s.lag_hours_p95, ".1f")),
-    ("lag p99 h", lambda s: _num(s.lag_hours_p99, ".1f")),
-    None,
-    ("latest arrival", lambda s: timestamp(s.max_arrival_ts, seconds=True) or "-"),
+    # Rows whose lag is not measured: no event time, or an event time after the arrival.
+    ("no lag", lambda s: f"{s.rows_without_event_ts + s.rows_event_after_arrival:,}"),
+    (
+        "late",
+        lambda s: f"{s.late_rows:,}" + ("" if s.late_ratio is None else f"\n{s.late_ratio:.2%}"),
+    ),
+    (
+        "lag h p50 p95 p99",
+        lambda s: " ".join(
+            _num(h, ".1f") for h in (s.lag_hours_p50, s.lag_hours_p95, s.lag_hours_p99)
+        ),
+    ),
+    (
+        "latest arrival",
+        lambda s: (timestamp(s.max_arrival_ts, seconds=True) or "-").replace(" ", "\n"),
+    ),
 ]
 
 
 def lateness_table(result: Status) -> Table:
-    """The "Lateness by source" table, transposed: a row per measure, a column per source
-    and one for all of them."""
+    """The "Lateness by source" table: a row per source, then one for all of them, so ten
+    sources read as well as two."""
     table = Table(
         title=f"Lateness by source (late: arrived > {result.grace_days} days after the event "
-        "day ended)"
+        "day ended)",
+        caption="no lag: rows without an event time, or with one after their arrival",
     )
-    table.add_column("", overflow="fold")
-    for source in result.sources:
-        table.add_column(escape(source.source_system or "-"), justify="right", overflow="fold")
-    table.add_column("all", justify="right", overflow="fold", style="bold")
-    for measure in LATENESS_ROWS:
-        if measure is None:
-            table.add_section()
-            continue
-        label, cell = measure
-        table.add_row(label, *(cell(source) for source in [*result.sources, result.overall]))
+    names = [escape(source.source_system or "-") for source in result.sources]
+    _names_column(table, "source", [*names, "all"])
+    everyone = [*result.sources, result.overall]
+    for header, cell in LATENESS_COLUMNS:
+        # As wide as its widest word: a cell wraps between numbers, never inside one.
+        words = [w for text in [header, *map(cell, everyone)] for w in text.split()]
+        table.add_column(header, justify="right", overflow="fold", min_width=max(map(len, words)))
+    for name, source in zip(names, result.sources, strict=True):
+        table.add_row(name, *(cell(source) for _, cell in LATENESS_COLUMNS))
+    table.add_section()
+    table.add_row(
+        Text("all", style="bold"), *(cell(result.overall) for _, cell in LATENESS_COLUMNS)
+    )
     return table
 
 
@@ -372,21 +381,21 @@ def render_alerts(alerts: Sequence[Alert], console: Console) -> None:
 
 
 def restated_table(days: Iterable[RestatedDay]) -> Table:
-    """The days promoted restatements changed, one row per latest restatement and status
-    (final or provisional): its id, its days and its reason."""
+    """The periods promoted restatements changed, one row per model, latest restatement and
+    status (final or provisional): the model, the restatement, its periods and its reason."""
     from tardy.engine.closure import ranges
 
-    groups: dict[tuple[str, str, str], list[str]] = {}
+    groups: dict[tuple[str, str, str, str], list[str]] = {}
     for day in days:
-        key = (day.restatement_id, day.period_status, day.reason)
+        key = (day.model, day.restatement_id, day.period_status, day.reason)
         groups.setdefault(key, []).append(day.event_date)
-    table = Table(title="Days changed by restatements (the latest one)")
-    _names_column(table, "restatement", [rid for rid, _, _ in groups])
-    table.add_column("days / reason", overflow="fold")
-    for (rid, period_status, reason), dates in groups.items():
+    table = Table(title="Periods changed by restatements (the latest one)")
+    _names_column(table, "model / restatement", [n for key in groups for n in key[:2]])
+    table.add_column("periods / reason", overflow="fold")
+    for (model, rid, period_status, reason), dates in groups.items():
         spans = ranges(date.fromisoformat(d) for d in dates)
         table.add_row(
-            f"{rid}\n{period_status}",
+            f"{model}\n{rid}\n{period_status}",
             Group(Intervals(spans), Text(reason, style="italic")),
         )
     return table

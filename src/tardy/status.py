@@ -38,11 +38,13 @@ Definitions (all times UTC; a day D is the half-open interval [D 00:00, D+1 00:0
   ran ahead of the data) and ``absorbed_but_final`` (detect: the next ``sqlmesh run``
   absorbs them; watermark: already final, i.e. the runs lag behind the data).
 
-The view ``tardy.daily_store_revenue_status`` (``DAILY_STATUS_VIEW_SQL``) is
-``gold.daily_store_revenue`` plus ``data_watermark``, ``period_status`` and when, why and by
-which restatement the day was last restated (``tardy.restated_periods``), computed from
-bronze when it is read, so it never goes stale; the grace window is written into it when
-``ensure_status_view`` (re)creates it, which every ``status`` call does.
+Every published model has a status view, ``tardy.<table>_status`` (``status_view_sql``):
+the model plus ``data_watermark``, ``period_status`` and ``revision``, each measure as first
+published and its change since, and when, why and by which restatement the period was last
+restated (``tardy.restated_periods``), computed from bronze when it is read, so it never goes
+stale; the grace window is written into it when ``ensure_status_views`` (re)creates it: a
+model's first publication and ``tardy publish`` do, and every ``status`` call does for
+``tardy.daily_store_revenue_status``, the one ``status`` reads.
 
 ``tardy status`` prints a ``Status`` with ``tardy.render.render_status``.
 """
@@ -68,52 +70,91 @@ if t.TYPE_CHECKING:
 DAILY_TABLE = "gold.daily_store_revenue"
 DAILY_MEASURE = "revenue"
 STATUS_SCHEMA = "tardy"
-DAILY_STATUS_VIEW = f"{STATUS_SCHEMA}.daily_store_revenue_status"
+DAILY_STATUS_VIEW = f"{STATUS_SCHEMA}.daily_store_revenue_status"  # status_view_name's
 
-# The per-day status view: every column of daily gold, the data watermark, the status of the
-# day, its revision (how many promoted, not rolled back, restatements changed the row, from
-# the change trail), the revenue first published (before the first of them; a row a
-# restatement added was first published as 0) and the change since. To add columns, extend
-# this one statement; ``{grace_days}``, ``{row_key}`` (the trail's key of a daily row) and
-# ``{measure_type}`` are filled in by ``ensure_status_view``.
-DAILY_STATUS_VIEW_SQL = f"""
-CREATE OR REPLACE VIEW {DAILY_STATUS_VIEW}
-COMMENT 'final: the whole day lies before max(bronze arrival_ts) - grace days; revision: the
-restatements that changed the row (tardy.transaction_changes)'
+# The per-period status view of a published model (``status_view_sql``): every column of the
+# model, the data watermark, the status of the period (final when its last day lies before
+# the watermark: ``Closure.key_of``), its revision (how many promoted, not rolled back,
+# restatements changed the row, from the change trail), each measure as first published
+# (before the first of them; a row a restatement added was first published as 0) and its
+# change since, and the period's last restatement. To add columns, extend this statement.
+STATUS_VIEW_SQL = f"""
+CREATE OR REPLACE VIEW {{view}}
+COMMENT 'final: the whole period lies before max(bronze arrival_ts) - grace days; revision:
+the restatements that changed the row (tardy.transaction_changes)'
 AS
 WITH watermark AS (
   SELECT MAX(arrival_ts) - MAKE_DT_INTERVAL({{grace_days}}) AS data_watermark
   FROM ({{bronze}})
 ), revisions AS (
-  SELECT row_key,
-         COUNT(DISTINCT restatement_id) AS revision,
-         MIN_BY(COALESCE(before['{DAILY_MEASURE}'], '0'), promoted_at) AS first_published
-  FROM ({standing_rows(DAILY_TABLE)})
+  SELECT {{revisions}}
+  FROM ({{standing}})
   GROUP BY row_key
 ), rows AS (
   SELECT
     d.*,
     w.data_watermark,
-    CASE
-      WHEN d.event_date < CAST(w.data_watermark AS DATE) THEN 'final'
-      ELSE 'provisional'
-    END AS period_status,
-    COALESCE(v.revision, 0) AS revision,
-    COALESCE(CAST(v.first_published AS {{measure_type}}), d.{DAILY_MEASURE})
-      AS first_published_{DAILY_MEASURE},
+    CASE WHEN d.`{{time}}` < {{key}} THEN 'final' ELSE 'provisional' END AS period_status,
+    {{columns}},
     r.last_restated_at,
     r.last_restatement_reason,
     r.last_restatement_id
-  FROM {DAILY_TABLE} AS d
+  FROM {{table}} AS d
   CROSS JOIN watermark AS w
   LEFT JOIN revisions AS v ON v.row_key = {{row_key}}
   LEFT JOIN {PERIODS_VIEW} AS r
-    ON r.model = '{DAILY_TABLE}' AND r.period = d.event_date
+    ON r.model = '{{table}}' AND r.period = d.`{{time}}`
 )
-SELECT *, {DAILY_MEASURE} - first_published_{DAILY_MEASURE}
-            AS {DAILY_MEASURE}_change_since_first_published
+SELECT {{changes}}
 FROM rows
 """
+
+
+def status_view_name(table_name: str) -> str:
+    """``gold.daily_store_revenue`` -> ``tardy.daily_store_revenue_status``."""
+    return f"{STATUS_SCHEMA}.{table_name.split('.', 1)[1]}_status"
+
+
+def status_view_sql(closure: Closure, table_name: str, grace_days: int, bronze: str) -> str:
+    """The ``CREATE OR REPLACE VIEW`` of ``table_name``'s status view: its grain, time column
+    and measures (``notes.measures_of``) from the model; ``bronze``: every declared bronze
+    table's arrivals."""
+    from sqlglot import exp
+
+    from tardy.consumers.notes import measures_of
+    from tardy.engine import sqlmesh_api
+    from tardy.engine.diff import key_sql
+
+    snapshot = closure.snapshots[table_name]
+    types = snapshot.model.columns_to_types or {}
+    measures = measures_of(snapshot)
+    day = exp.cast(exp.column("data_watermark", table="w"), exp.DataType.build("date"))
+    first = [
+        f"MIN_BY(COALESCE(before['{m}'], '0'), promoted_at) AS first_published_{m}"
+        for m in measures
+    ]
+    columns = ["COALESCE(v.revision, 0) AS revision"] + [
+        f"COALESCE(CAST(v.first_published_{m} AS {types[m].sql('spark')}), d.`{m}`)"
+        f" AS first_published_{m}"
+        for m in measures
+    ]
+    changes = ["*"] + [
+        f"`{m}` - first_published_{m} AS {m}_change_since_first_published" for m in measures
+    ]
+    return STATUS_VIEW_SQL.format(
+        view=status_view_name(table_name),
+        grace_days=grace_days,
+        bronze=bronze,
+        revisions=", ".join(["row_key", "COUNT(DISTINCT restatement_id) AS revision", *first]),
+        standing=standing_rows(table_name),
+        time=sqlmesh_api.time_column(snapshot),
+        key=closure.key_of(table_name, day).sql("spark"),
+        columns=",\n    ".join(columns),
+        table=table_name,
+        row_key=key_sql(sqlmesh_api.grain(snapshot), "d", "d"),
+        changes=", ".join(changes),
+    )
+
 
 # A bronze row's lag is measured when its event time is known and not after its arrival; it is
 # late when it arrived after its event day had become final (module docstring).
@@ -166,7 +207,10 @@ class SourceStatus:
 
 @dataclass(frozen=True)
 class RestatedDay:
-    event_date: str
+    """A period of a published model that promoted restatements changed, with the latest."""
+
+    model: str
+    event_date: str  # the period's key: a day, or a week's or month's first day
     period_status: str  # final / provisional
     restatement_id: str
     reason: str
@@ -174,25 +218,33 @@ class RestatedDay:
 
 
 RESTATED_SQL = f"""
-SELECT DISTINCT event_date, period_status, last_restatement_id, last_restatement_reason,
-       last_restated_at
-FROM {DAILY_STATUS_VIEW}
-WHERE last_restatement_id IS NOT NULL
-ORDER BY event_date
+SELECT model, period, last_restatement_id, last_restatement_reason, last_restated_at
+FROM {PERIODS_VIEW}
+WHERE model IN ({{models}})
+ORDER BY model, period
 """
 
 
-def restated_days(spark: SparkSession) -> list[RestatedDay]:
-    """The days of daily gold that promoted restatements changed (the status view)."""
+def restated_days(
+    spark: SparkSession, models: t.Collection[str], closure: Closure, watermark: datetime | None
+) -> list[RestatedDay]:
+    """The periods of ``models`` that promoted restatements changed (``tardy.restated_periods``,
+    one statement), each final or provisional by its last day (``closure.last_day``)."""
+    from tardy.sql import literal
+
+    if not models:
+        return []
+    rows = spark.sql(RESTATED_SQL.format(models=", ".join(map(literal, sorted(models)))))
     return [
         RestatedDay(
-            r.event_date.isoformat(),
-            r.period_status,
+            r.model,
+            r.period.isoformat(),
+            "final" if is_final(closure.last_day(r.model, r.period), watermark) else "provisional",
             r.last_restatement_id,
             r.last_restatement_reason,
             f"{r.last_restated_at:%Y-%m-%d %H:%M:%S}",
         )
-        for r in spark.sql(RESTATED_SQL).collect()
+        for r in rows.collect()
     ]
 
 
@@ -283,7 +335,8 @@ class Status:
     absorbed_but_final: dict[str, list[list[str]]]
     detect: dict[str, object] = field(default_factory=dict)
     view: str = DAILY_STATUS_VIEW
-    # The days of the status view that a promoted restatement changed, with the latest one.
+    # The periods of every published model that a promoted restatement changed, with the
+    # latest one.
     restated: list[RestatedDay] = field(default_factory=list)
     # How much restated days moved since first published.
     revisions: Revisions = field(default_factory=Revisions)
@@ -343,24 +396,29 @@ def split_by_finality(
 
 def ensure_status_view(context: Context, spark: SparkSession) -> str:
     """(Re)create ``tardy.daily_store_revenue_status``; returns its name."""
-    from tardy.engine import sqlmesh_api
-    from tardy.engine.diff import key_sql
-
     if not spark.catalog.tableExists(DAILY_TABLE):
         raise RuntimeError(f"{DAILY_TABLE} does not exist yet: run `sqlmesh plan` first")
+    return ensure_status_views(context, spark, [DAILY_TABLE])[0]
+
+
+def ensure_status_views(
+    context: Context, spark: SparkSession, tables: t.Iterable[str]
+) -> list[str]:
+    """(Re)create the status view of each model in ``tables`` (the grace window is written
+    into it); returns their names."""
+    from tardy.engine import sqlmesh_api
+    from tardy.engine.closure import Closure
+
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {STATUS_SCHEMA}")
     ensure_log(spark)  # the restatement log and its tardy.restated_periods view
     ensure_trail(spark)
-    snapshot = sqlmesh_api.prod_snapshots(context)[DAILY_TABLE]
-    spark.sql(
-        DAILY_STATUS_VIEW_SQL.format(
-            grace_days=int(context.config.variables["grace_days"]),
-            bronze=arrivals(spark),
-            row_key=key_sql(sqlmesh_api.grain(snapshot), "d", "d"),
-            measure_type=measure_type(spark),
-        )
-    )
-    return DAILY_STATUS_VIEW
+    closure = Closure(context, sqlmesh_api.model_snapshots(context))
+    grace, bronze = int(context.config.variables["grace_days"]), arrivals(spark)
+    names = []
+    for table_name in tables:
+        spark.sql(status_view_sql(closure, table_name, grace, bronze))
+        names.append(status_view_name(table_name))
+    return names
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -442,6 +500,7 @@ def status(context: Context, spark: SparkSession) -> Status:
     from tardy.engine import sqlmesh_api
     from tardy.engine.closure import Closure
     from tardy.engine.detect import detect
+    from tardy.versions import published_snapshots
 
     grace = int(context.config.variables["grace_days"])
     ensure_status_view(context, spark)
@@ -472,7 +531,7 @@ def status(context: Context, spark: SparkSession) -> Status:
             "impacted": manifest.impacted,
             "absorbed_by_next_run": manifest.absorbed_by_next_run,
         },
-        restated=restated_days(spark),
+        restated=restated_days(spark, published_snapshots(context), closure, watermark),
         revisions=revisions(spark),
         pending_age_hours=(
             pending_age_hours(spark, manifest.previous_watermark, grace)

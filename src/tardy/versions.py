@@ -441,10 +441,14 @@ def publish(
         pointed = list({**latest, **{p.table_name: p for p in rows}}.values())
         _point_views(spark, pointed if all_views else rows)
         # The final aliases read the published views: created with a model's first
-        # publication, recreated by `tardy publish` (a source or grace window changed).
+        # publication, recreated by `tardy publish` (a source or grace window changed); so
+        # are the models' status views (``tardy.status``).
         finals = [p.table_name for p in pointed if all_views or (p in rows and p.version == 1)]
         if finals:
+            from tardy.status import ensure_status_views
+
             point_final(context, spark, finals)
+            ensure_status_views(context, spark, finals)
     return Published(rows, meter.statements["publish"], round(meter.seconds["publish"], 3))
 
 

@@ -95,7 +95,7 @@ def test_demo_prints_the_summary_and_is_rerunnable(engine, demo_home: Path, tmp_
     models = story["models"]
     assert models["trained"] == 1 and models["stale"] == [1] and models["retrained"] == 2
     assert models["champion"] in (1, 2) and models["promoted"] == (models["champion"] == 2)
-    assert "Days changed by restatements" in first.stderr
+    assert "Periods changed by restatements" in first.stderr
     assert "demo: late and corrected sales for closed days" in first.stderr
     rows = summary["rows"]
     assert rows["bronze.pos_events"] > rows["silver.sales_transactions"] > 0

@@ -288,6 +288,92 @@ def test_the_final_alias_holds_exactly_the_final_periods_of_the_latest_publicati
     assert kept["gold.monthly_store_revenue"][0] == 0, kept
 
 
+def _first_provisional_day(spark) -> date:
+    """``max(arrival_ts)`` over the bronze tables, minus the grace window: its date."""
+    from tardy.project import load_config
+
+    grace = int(load_config().variables["grace_days"])
+    names = ("bronze.pos_events", "bronze.store_changes", "bronze.payment_refunds")
+    bronze = [n for n in names if spark.catalog.tableExists(n)]
+    arrivals = " UNION ALL ".join(f"SELECT MAX(arrival_ts) AS ts FROM {n}" for n in bronze)
+    latest = spark.sql(f"SELECT MAX(ts) AS ts FROM ({arrivals})").first().ts
+    return (latest - timedelta(days=grace)).date()
+
+
+def test_status_names_each_restated_period_with_its_model(story) -> None:
+    """``tardy status --json``'s ``restated``: every published model's periods the two
+    promotions changed, each with its model, the latest restatement and its status by the
+    calendar; the daily days A and B and the weeks that hold them, by the calendar here."""
+    restated = _json("status")["restated"]
+    first_provisional = _first_provisional_day(story.spark)
+    latest = story.restatements[-1]["restatement_id"]
+    published = {p["table_name"] for p in story.first["published"]}
+    by_model: dict[str, set[str]] = {}
+    for period in restated:
+        assert period["model"] in published, period
+        by_model.setdefault(period["model"], set()).add(period["event_date"])
+        last_day = PERIOD_LAST_DAY.get(period["model"], lambda key: key)
+        final = last_day(date.fromisoformat(period["event_date"])) < first_provisional
+        assert period["period_status"] == ("final" if final else "provisional"), period
+        assert period["restatement_id"] == latest and period["reason"] == "versions: LATE-AB"
+    days = [SMALL_CONFIG.start + timedelta(days=offset) for offset in (DAY_A, DAY_B)]
+    assert by_model[DAILY] == {str(day) for day in days}
+    weeks = {max(day - timedelta(days=day.weekday()), SMALL_CONFIG.start) for day in days}
+    assert by_model["gold.weekly_store_revenue"] == {str(week) for week in weeks}
+
+
+def test_every_published_model_has_a_status_view_by_the_calendar_and_its_first_version(
+    story,
+) -> None:
+    """``tardy.<table>_status`` for every published model: its rows, each period final by the
+    calendar (as the final alias), each measure (the model's numeric columns outside grain
+    and time) as first published equal to v1's value read by time travel here (0 for a row
+    added later), its change since, and a revision for the rows the restatements changed."""
+    spark = story.spark
+    view = spark.table("tardy.daily_store_revenue_status")  # the name status has always used
+    assert "period_status" in view.columns
+    first_provisional = _first_provisional_day(spark)
+    measured: dict[str, set[str]] = {}
+    for table in (p["table_name"] for p in story.first["published"]):
+        rows = spark.table(f"tardy.{table.split('.')[1]}_status").collect()
+        v1 = _json("versions", table)[0]
+        old = spark.sql(
+            f"SELECT * FROM {v1['physical_table']} VERSION AS OF {v1['delta_version']}"
+        ).collect()
+        prefix = "first_published_"
+        measures = {
+            c[len(prefix) :] for c in (rows[0].asDict() if rows else {}) if c.startswith(prefix)
+        }
+        measured[table] = measures
+        key = [c for c in spark.table(table).columns if c not in measures]
+        before = {tuple(r[c] for c in key): r for r in old}
+        assert sorted(tuple(r[c] for c in key) for r in rows) == sorted(
+            tuple(r[c] for c in key) for r in spark.table(table).collect()
+        ), table
+        last_day = PERIOD_LAST_DAY.get(table, lambda k: k)
+        column = v1["time_column"]
+        revised = 0
+        for row in rows:
+            final = last_day(row[column]) < first_provisional
+            assert row["period_status"] == ("final" if final else "provisional"), (table, row)
+            was = before.get(tuple(row[c] for c in key))
+            for m in measures:
+                assert row[prefix + m] == (was[m] if was is not None else 0), (table, m, row)
+                assert row[f"{m}_change_since_first_published"] == row[m] - row[prefix + m]
+            changed = was is None or any(was[m] != row[m] for m in measures)
+            assert (row["revision"] > 0) == changed, (table, row)
+            revised += changed
+        if table in (DAILY, "gold.weekly_store_revenue"):
+            assert revised > 0, table  # the late sales moved days A and B and their weeks
+    assert measured[DAILY] == {"transactions", "items", "revenue", "corrected_transactions"}
+    assert measured["gold.weekly_store_revenue"] == {
+        "days_with_sales",
+        "transactions",
+        "items",
+        "revenue",
+    }
+
+
 def test_show_re_reads_a_published_day(story, tmp_path: Path) -> None:
     """`tardy show --as-of v1 --day A` is v1's rows of day A (its export's lines), after the
     two restatements changed that day."""

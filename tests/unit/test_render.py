@@ -7,6 +7,7 @@ table is rendered as a terminal of 80 columns would show it.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from datetime import datetime
 
@@ -151,6 +152,7 @@ def status() -> Status:
         absorbed_but_final={"silver.sales_transactions": [["2026-02-09", "2026-02-10"]]},
         restated=[
             RestatedDay(
+                "gold.daily_store_revenue",
                 "2026-01-10",
                 "final",
                 "20260115T093012Z-store_2_fix",
@@ -169,6 +171,28 @@ def status() -> Status:
             largest_day="2026-01-10",
             largest_day_change="-1234.50",
         ),
+    )
+
+
+# The case: with a column per source, five sources broke a name mid-word at 80
+# columns (`store_maste` / `r`); a row per source reads ten as well as two.
+TEN_SOURCES = [
+    "pos",
+    "partner",
+    "store_master",
+    "payment_provider",
+    "loyalty_programme",
+    "web_orders",
+    "marketplace_feed",
+    "returns_desk",
+    "inventory_counts",
+    "gift_cards",
+]
+
+
+def ten_sources() -> Status:
+    return dataclasses.replace(
+        status(), sources=[source(name, 1 + n) for n, name in enumerate(TEN_SOURCES)]
     )
 
 
@@ -378,6 +402,7 @@ TABLES = {
     "log": lambda **kw: rendered(render.log_table(log_rows()), **kw),
     "log one": lambda **kw: rendered(render.log_table(log_rows(), RESTATEMENT_ID), **kw),
     "lateness": lambda **kw: rendered(render.lateness_table(status()), **kw),
+    "lateness ten sources": lambda **kw: rendered(render.lateness_table(ten_sources()), **kw),
     "pending": lambda **kw: rendered(render.pending_table(status()), **kw),
     "status": lambda **kw: rendered(status(), printer=render.render_status, **kw),
     "restated": lambda **kw: rendered(render.restated_table(status().restated), **kw),
@@ -402,9 +427,10 @@ NAMES = {
     "log": [RESTATEMENT_ID, "20260116T101500Z-0f9e8d", "20260117T120000Z-77aa01", *MODELS],
     "log one": [RESTATEMENT_ID, *MODELS],
     "lateness": ["partner", "pos", "all"],
+    "lateness ten sources": [*TEN_SOURCES, "all"],
     "pending": MODELS,
     "status": [*MODELS, "partner", "pos", "20260115T093012Z-store_2_fix"],
-    "restated": ["20260115T093012Z-store_2_fix", "[OPS-1234]"],
+    "restated": ["gold.daily_store_revenue", "20260115T093012Z-store_2_fix", "[OPS-1234]"],
     "summary": [*MODELS, "bronze.pos_events", "discount_exceeds_gross", "missing_transaction_id"],
     "history": [TRANSACTION, RESTATEMENT_ID, "silver.sales_transactions"],
     "alerts": ["partner_feed_of_stores", "pos"],
