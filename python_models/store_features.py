@@ -25,6 +25,7 @@ WINDOW_DAYS = 28
         lookback=3,
     ),
     cron="@daily",
+    owner="data_science",
     # A feature day reads the WINDOW_DAYS daily days ending on it: tardy's restatement closure
     # (tardy.engine.closure) restates the WINDOW_DAYS feature days after a changed daily day.
     # Published too: consumers read its versions by number (tardy publish, tardy versions).

@@ -1,5 +1,6 @@
 MODEL (
   name gold.daily_store_net_revenue,
+  owner finance_analytics,
   kind INCREMENTAL_BY_TIME_RANGE (
     time_column event_date,
     -- = the grace window, @grace_days (variables.grace_days in config.yaml); lookback must be

@@ -1,5 +1,6 @@
 MODEL (
   name gold.monthly_store_revenue,
+  owner finance_analytics,
   kind INCREMENTAL_BY_TIME_RANGE (
     time_column first_day,
     -- = the grace window (@grace_days = 3, variables.grace_days in config.yaml) + 30 days, so

@@ -17,9 +17,11 @@ restate, and the model is kept).
 
 from __future__ import annotations
 
+import json
 import typing as t
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
 
 from rich.console import Console
 
@@ -162,6 +164,8 @@ def run_demo(
             restatement = promote_staged(context, spark, restatement.restatement_id)
         promoted = ", ".join(restatement.promoted) or "nothing"
         console.print(f"Promoted {restatement.restatement_id}: {promoted}.")
+        shown = str(context.config.variables.get("restatement_breaker_model", ""))
+        _tell_consumers(home, restatement, shown, console)
     else:
         console.print("Nothing to restate.")
 
@@ -221,6 +225,32 @@ def run_demo(
         manifest.altered,
         models,
     )
+
+
+def _tell_consumers(home: DataHome, promoted: Outcome, shown: str, console: Console) -> None:
+    """What the people who read the numbers get: each new version's release note (``shown``'s
+    whole), and the event the file sink received (``tardy.consumers``)."""
+    from rich.markdown import Markdown
+
+    from tardy.consumers import notes, notifications
+
+    notifications.deliver_pending(home.root)
+    for published in promoted.published:
+        table, version = str(published["table_name"]), int(str(published["version"]))
+        note = notes.read(home.root, table, version)
+        if note is None:
+            continue
+        path = Path(note["files"]["md"])
+        if table == shown:
+            console.print(Markdown(path.read_text(encoding="utf-8")))
+        verdict = "material" if note["material"] else "not material"
+        console.print(f"Release note ({verdict}):", highlight=False)
+        console.print(str(path.relative_to(home.root)), markup=False, highlight=False)
+    sink = home.root / notifications.FILE_SINK
+    if sink.exists():
+        last = json.loads(sink.read_text(encoding="utf-8").splitlines()[-1])
+        console.print(f"The newest event in $TARDY_HOME/{sink.name}:", highlight=False)
+        console.print(last["text"], markup=False, highlight=False)
 
 
 def _publish_and_train(

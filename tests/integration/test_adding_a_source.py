@@ -119,7 +119,10 @@ def run(command: list[str]) -> tuple[int, str]:
         return code, out + err
     assert program == ".venv/bin/sqlmesh", command
     if args[0] == "plan":  # the test's clock; the project's own unit tests run in `make test`
-        args = [*args, "--execution-time", CLOCK.strftime("%Y-%m-%d"), "--skip-tests"]
+        assert "--execution-time" in args and "--no-prompts" in args, args  # the guide's
+        at = args.index("--execution-time")
+        args = [*args[:at], *args[at + 2 :], "--execution-time", CLOCK.strftime("%Y-%m-%d")]
+        args = [*args, "--skip-tests"]
     return _sqlmesh(*args)
 
 

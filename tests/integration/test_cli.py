@@ -96,6 +96,15 @@ def test_demo_prints_the_summary_and_is_rerunnable(engine, demo_home: Path, tmp_
     assert models["trained"] == 1 and models["stale"] == [1] and models["retrained"] == 2
     assert models["champion"] in (1, 2) and models["promoted"] == (models["champion"] == 2)
     assert "Periods changed by restatements" in first.stderr
+    # The consumers' side: the breaker model's release note shown whole, every new version's
+    # note named, the file sink's newest event quoted.
+    notes = sorted((demo_home / "releases").glob("*/v2.md"))
+    assert len(notes) >= 5, notes
+    for note in notes:
+        assert str(note.relative_to(demo_home)) in first.stderr
+    assert "gold.daily_store_revenue v2 (supersedes v1)" in first.stderr
+    assert "The newest event in $TARDY_HOME/notifications.jsonl:" in first.stderr
+    assert "published (" in first.stderr.split("notifications.jsonl:", 1)[1]
     assert "demo: late and corrected sales for closed days" in first.stderr
     rows = summary["rows"]
     assert rows["bronze.pos_events"] > rows["silver.sales_transactions"] > 0

@@ -322,6 +322,34 @@ def test_status_names_each_restated_period_with_its_model(story) -> None:
     assert by_model["gold.weekly_store_revenue"] == {str(week) for week in weeks}
 
 
+def test_the_card_of_a_published_model_says_who_what_and_how_final(story) -> None:
+    """``tardy card``: description and owner as the model file declares them, the current
+    version and the restatement that last restated it, the day it is final through by the
+    calendar (a week: the Sunday before the first provisional day's week), and the declared
+    sources upstream of it; a model that is not published is refused."""
+    from tardy.home import project_root
+
+    first_provisional = _first_provisional_day(story.spark)
+    versions = _json("versions", DAILY)
+    card = _json("card", DAILY)
+    text = (project_root() / "models" / "gold" / "daily_store_revenue.sql").read_text()
+    assert card["description"] and f"description '{card['description']}'" in text
+    assert card["owner"] == "finance_analytics" and "owner finance_analytics," in text
+    assert card["current_version"] == f"{DAILY}@v3"
+    assert card["last_published_at"] == card["last_restated_at"] == versions[-1]["published_at"]
+    assert card["last_restatement_id"] == story.restatements[-1]["restatement_id"]
+    assert card["final_through"] == str(first_provisional - timedelta(days=1))
+    assert {s["source_system"] for s in card["sources"]} == {"pos", "partner"}
+    assert 0 < card["statements"] <= 3
+    weekly = _json("card", "gold.weekly_store_revenue")
+    monday = first_provisional - timedelta(days=first_provisional.weekday())
+    assert weekly["final_through"] == str(max(monday, SMALL_CONFIG.start) - timedelta(days=1))
+    region = _json("card", "gold.daily_region_revenue")  # sales joined to the store master
+    assert {s["source_system"] for s in region["sources"]} == {"pos", "partner", "store_master"}
+    code, _, err = _cli("card", "silver.sales_transactions")
+    assert code == 1 and "not a published model" in err
+
+
 def test_every_published_model_has_a_status_view_by_the_calendar_and_its_first_version(
     story,
 ) -> None:

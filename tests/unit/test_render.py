@@ -14,8 +14,9 @@ from datetime import datetime
 import pytest
 from rich.console import Console
 
-from tardy import render, render_models
+from tardy import render, render_consumers, render_models
 from tardy.alerts import Alert, Metric
+from tardy.consumers.card import Card
 from tardy.engine.detect import Manifest
 from tardy.engine.diff import Diff, IntervalDiff
 from tardy.history import KeyHistory
@@ -193,6 +194,24 @@ TEN_SOURCES = [
 def ten_sources() -> Status:
     return dataclasses.replace(
         status(), sources=[source(name, 1 + n) for n, name in enumerate(TEN_SOURCES)]
+    )
+
+
+def card() -> Card:
+    return Card(
+        table="gold.daily_store_net_revenue",
+        description="Net revenue per store and event day: sales revenue minus card refunds "
+        "of that day, from silver.sales_transactions and silver.refunds.",
+        owner="finance_analytics",
+        current_version="gold.daily_store_net_revenue@v12",
+        last_published_at="2026-02-15T06:00:00+00:00",
+        last_produced_by="run",
+        last_restated_at="2026-02-14T09:41:00+00:00",
+        last_restatement_id=RESTATEMENT_ID,
+        final_through="2026-02-10",
+        first_provisional_day="2026-02-11",
+        sources=[source(name, 1) for name in TEN_SOURCES[:4]],
+        statements=2,
     )
 
 
@@ -410,6 +429,7 @@ TABLES = {
     "history": lambda **kw: rendered(transaction_history(), printer=render.render_history, **kw),
     "alerts": lambda **kw: rendered(ALERTS, printer=render.render_alerts, **kw),
     "versions": lambda **kw: rendered(publications(), printer=render.render_versions, **kw),
+    "card": lambda **kw: rendered(card(), printer=render_consumers.render_card, **kw),
     "versions checked": lambda **kw: rendered(
         publications(), printer=render_versions_checked, **kw
     ),
@@ -435,6 +455,7 @@ NAMES = {
     "history": [TRANSACTION, RESTATEMENT_ID, "silver.sales_transactions"],
     "alerts": ["partner_feed_of_stores", "pos"],
     "versions": ["gold.daily_store_revenue", RESTATEMENT_ID, "20260115T093012Z-store_2_fix"],
+    "card": ["gold.daily_store_net_revenue@v12", RESTATEMENT_ID, *TEN_SOURCES[:4]],
     "versions checked": ["v1 gone", RESTATEMENT_ID, "20260115T093012Z-store_2_fix"],
     "show": ["gold.daily_store_revenue@v1", "4651.70"],
     "models": ["gold.daily_store_revenue@v12", "v1 champion"],

@@ -17,6 +17,7 @@ from tardy.busy import home_busy
 from tardy.cli.models import add_parsers as add_model_parsers
 from tardy.cli.output import console, err, print_json, report_refusal, spark_without_project
 from tardy.cli.reading import (
+    cmd_card,
     cmd_detect,
     cmd_export,
     cmd_fingerprint,
@@ -344,6 +345,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ver.add_argument("--json", action="store_true")
     ver.set_defaults(func=cmd_versions)
+
+    card = sub.add_parser(
+        "card", help="a published model's data product card: owner, version, finality"
+    )
+    card.add_argument("table", help="a published model, e.g. gold.daily_store_revenue")
+    card.add_argument("--json", action="store_true")
+    card.set_defaults(func=cmd_card)
 
     show = sub.add_parser("show", help="re-read the rows of a published version")
     show.add_argument("table")

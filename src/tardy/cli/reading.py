@@ -162,7 +162,25 @@ def _print_note(args: argparse.Namespace, spark: t.Any, found: list[t.Any]) -> i
     if args.json:
         print_json(note)
     else:
-        console.print(Path(note["files"]["md"]).read_text(encoding="utf-8"), markup=False)
+        from rich.markdown import Markdown
+
+        console.print(Markdown(Path(note["files"]["md"]).read_text(encoding="utf-8")))
+        console.print(note["files"]["md"], markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def cmd_card(args: argparse.Namespace) -> int:
+    from tardy.consumers.card import card
+    from tardy.project import open_context, spark_of
+    from tardy.render_consumers import render_card
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    with err.status(f"Reading {args.table}'s publications and sources"):
+        found = card(context, spark_of(context), args.table)
+    if args.json:
+        print_json(found.as_dict())
+    else:
+        render_card(found, console)
     return 0
 
 

@@ -143,6 +143,13 @@ class Closure:
             return _substitute(expression, self.key_of(parent, day))
         return day
 
+    def key(self, name: str, day: date) -> date:
+        """``key_of`` evaluated: the key of ``name``'s interval that holds the most upstream
+        model's ``day`` (a Monday for a weekly rollup)."""
+        sql = self.key_of(name, exp.column("d")).sql("duckdb")
+        found = _image(sql, (day,))[day]
+        return day if found is None else found
+
     def map(self, parent: str, child: str, days: Iterable[date]) -> set[date]:
         """The child's days (values of its time column) that read a changed parent day."""
         days = set(days)
