@@ -42,8 +42,8 @@ Every published model has a status view, ``tardy.<table>_status`` (``status_view
 the model plus ``data_watermark``, ``period_status`` and ``revision``, each measure as first
 published and its change since, and when, why and by which restatement the period was last
 restated (``tardy.restated_periods``), computed from bronze when it is read, so it never goes
-stale; the grace window is written into it when ``ensure_status_views`` (re)creates it: a
-model's first publication and ``tardy publish`` do, and every ``status`` call does for
+stale; the grace window is written into it when ``ensure_status_views`` (re)creates it:
+``tardy publish`` does, and every ``status`` call does for
 ``tardy.daily_store_revenue_status``, the one ``status`` reads.
 
 ``tardy status`` prints a ``Status`` with ``tardy.render.render_status``.
