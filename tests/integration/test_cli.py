@@ -179,6 +179,10 @@ def assert_report_pages_render(
     assert "a closed day whose rows or measure move by more than 25%" in review.text
 
 
+# Long tier: two cold `sqlmesh` processes (a JVM each). Its rules' fast guards: the stock
+# `plan dev` and `table_diff` through SQLMesh's API on a tardy home (`test_code_change`), and
+# the stock CLI's own entry point on one (`test_readme_tour`, its click group in-process).
+@pytest.mark.long
 def test_stock_sqlmesh_plan_dev_works_on_the_demo_home(demo_home: Path) -> None:
     done = run(
         demo_home,
