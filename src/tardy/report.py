@@ -1,4 +1,5 @@
-"""The readable summary of a data home: rows per layer, lateness, quarantine, weekly totals.
+"""The readable summary of a data home: rows per layer, lateness (every source, and each),
+quarantine (every source's, by reason), weekly totals.
 
 ``tardy summary`` prints it with ``tardy.render.render_summary``.
 """
@@ -6,12 +7,12 @@
 from __future__ import annotations
 
 import typing as t
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from pyspark.sql import SparkSession
 
-from tardy.engine.delta import single_row
-from tardy.ingest.tables import bronze_tables, main_table
+from tardy.ingest.tables import arrivals, bronze_tables
+from tardy.sql import literal
 
 if t.TYPE_CHECKING:
     from sqlmesh import Context
@@ -20,9 +21,10 @@ if t.TYPE_CHECKING:
 @dataclass
 class Summary:
     rows: dict[str, int]
-    lateness: dict[str, object]
-    quarantined: dict[str, int]
+    lateness: dict[str, object]  # over every source; ``by_source``: the same per source
+    quarantined: dict[str, int]  # by reason, every source's quarantine
     weekly: list[dict[str, object]]
+    quarantined_by_model: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -40,45 +42,61 @@ def layers(context: Context) -> list[str]:
     ]
 
 
+# A record is late when it arrived after its event day, beyond grace when more than the grace
+# window's days after it; only records with an event time not after their arrival count.
+LATENESS_SQL = """
+SELECT
+  source_system,
+  GROUPING(source_system) = 1 AS is_total,
+  COUNT(*) AS records,
+  COUNT_IF(arrival_date > CAST(event_ts AS DATE)) AS late,
+  COUNT_IF(DATEDIFF(arrival_date, CAST(event_ts AS DATE)) > {grace_days}) AS beyond_grace,
+  PERCENTILE(UNIX_SECONDS(arrival_ts) - UNIX_SECONDS(event_ts), 0.95) / 3600 AS p95_h
+FROM ({bronze})
+WHERE event_ts IS NOT NULL AND event_ts <= arrival_ts
+GROUP BY ROLLUP(source_system)
+"""
+
+
 def summarize(context: Context, spark: SparkSession, grace_days: int) -> Summary:
     from tardy.reporting import quarantine_models
 
     rows = {table: spark.table(table).count() for table in layers(context)}
-    bronze = spark.sql(
-        f"""
-        SELECT
-          COUNT(*) AS records,
-          COUNT_IF(arrival_date > CAST(event_ts AS DATE)) AS late,
-          COUNT_IF(DATEDIFF(arrival_date, CAST(event_ts AS DATE)) > {grace_days}) AS beyond_grace,
-          PERCENTILE(UNIX_SECONDS(arrival_ts) - UNIX_SECONDS(event_ts), 0.95) / 3600 AS p95_h
-        FROM {main_table()}
-        WHERE event_ts IS NOT NULL AND event_ts <= arrival_ts
-        """
-    )
-    late = single_row(bronze)
-    records = int(late.records) or 1
-    lateness: dict[str, object] = {
-        "records_with_event_ts": int(late.records),
-        "late_share": round(int(late.late) / records, 4),
-        "beyond_grace_share": round(int(late.beyond_grace) / records, 4),
-        "grace_days": grace_days,
-        "p95_lag_hours": round(float(late.p95_h or 0), 1),
-    }
-    # Every source's quarantine (the models with a ``reason`` column), by reason, in one
-    # statement.
-    reasons = " UNION ALL ".join(
-        f"SELECT reason FROM {model}" for model in quarantine_models(context)
-    )
-    quarantined = (
-        {
-            row.reason: int(row.n)
-            for row in spark.sql(
-                f"SELECT reason, COUNT(*) AS n FROM ({reasons}) GROUP BY reason ORDER BY reason"
-            ).collect()
+    # Every declared source's records, and all of them (the ROLLUP's total), in one statement.
+    lateness: dict[str, object] = {"grace_days": grace_days}
+    by_source: dict[str, dict[str, object]] = {}
+    for row in spark.sql(
+        LATENESS_SQL.format(bronze=arrivals(spark), grace_days=grace_days)
+    ).collect():
+        records = int(row.records) or 1
+        shares: dict[str, object] = {
+            "records_with_event_ts": int(row.records),
+            "late_share": round(int(row.late) / records, 4),
+            "beyond_grace_share": round(int(row.beyond_grace) / records, 4),
+            "p95_lag_hours": round(float(row.p95_h or 0), 1),
         }
-        if reasons
-        else {}
+        if row.is_total:
+            lateness.update(shares)
+        else:
+            by_source[row.source_system] = shares
+    if "records_with_event_ts" not in lateness:  # no record with an event time yet
+        lateness.update(records_with_event_ts=0, late_share=0.0, beyond_grace_share=0.0)
+        lateness["p95_lag_hours"] = 0.0
+    lateness["by_source"] = by_source
+    # Every source's quarantine (the models with a ``reason`` column), by model and reason,
+    # in one statement.
+    reasons = " UNION ALL ".join(
+        f"SELECT {literal(model)} AS model, reason FROM {model}"
+        for model in quarantine_models(context)
     )
+    by_model: dict[str, dict[str, int]] = {}
+    if reasons:
+        query = f"SELECT model, reason, COUNT(*) AS n FROM ({reasons}) GROUP BY model, reason"
+        for row in spark.sql(query + " ORDER BY model, reason").collect():
+            by_model.setdefault(row.model, {})[row.reason] = int(row.n)
+    quarantined: dict[str, int] = {}
+    for reason, n in sorted((r, n) for counts in by_model.values() for r, n in counts.items()):
+        quarantined[reason] = quarantined.get(reason, 0) + n
     weekly = [
         {
             "week_start": row.week_start.isoformat(),
@@ -92,4 +110,4 @@ def summarize(context: Context, spark: SparkSession, grace_days: int) -> Summary
             """
         ).collect()
     ]
-    return Summary(rows, lateness, quarantined, weekly)
+    return Summary(rows, lateness, quarantined, weekly, by_model)

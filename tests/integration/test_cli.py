@@ -115,6 +115,15 @@ def test_demo_prints_the_summary_and_is_rerunnable(engine, demo_home: Path, tmp_
         summary["quarantined"]
     )
     assert 0 < summary["lateness"]["beyond_grace_share"] < summary["lateness"]["late_share"] < 1
+    # Every source, each on its own: the landing folders; each quarantine's rows by reason.
+    by_source = summary["lateness"]["by_source"]
+    assert set(by_source) == {folder.name for folder in (demo_home / "landing").iterdir()}
+    records = sum(source["records_with_event_ts"] for source in by_source.values())
+    assert records == summary["lateness"]["records_with_event_ts"]
+    by_model = summary["quarantined_by_model"]
+    assert {model: sum(counts.values()) for model, counts in by_model.items()} == {
+        table: n for table, n in rows.items() if table.endswith("_quarantine") and n
+    }
     weeks = summary["weekly"]
     assert weeks and all(Decimal(w["revenue"]) > 0 for w in weeks)
     assert first.stderr.strip()  # progress went to stderr, stdout held only the JSON

@@ -224,8 +224,28 @@ def summary() -> Summary:
             "beyond_grace_share": 0.0184,
             "grace_days": 3,
             "p95_lag_hours": 1234.5,
+            "by_source": {
+                name: {
+                    "records_with_event_ts": 5_360_334 * (1 + n),
+                    "late_share": 0.1834,
+                    "beyond_grace_share": 0.0184,
+                    "p95_lag_hours": 12345.6,
+                }
+                for n, name in enumerate(TEN_SOURCES)
+            },
         },
-        quarantined={"discount_exceeds_gross": 1_234_567, "missing_transaction_id": 12},
+        quarantined={
+            "discount_exceeds_gross": 1_234_567,
+            "missing_transaction_id": 12,
+            "unknown_store": 3,
+        },
+        quarantined_by_model={
+            "silver.sales_quarantine": {
+                "discount_exceeds_gross": 1_234_567,
+                "missing_transaction_id": 12,
+            },
+            "silver.store_quarantine": {"unknown_store": 3},
+        },
         weekly=[
             {"week_start": "2025-12-29", "transactions": 5_360_334, "revenue": "12345678.90"},
             {"week_start": "2026-01-05", "transactions": 5_360_412, "revenue": "123456789.05"},
@@ -451,7 +471,14 @@ NAMES = {
     "pending": MODELS,
     "status": [*MODELS, "partner", "pos", "20260115T093012Z-store_2_fix"],
     "restated": ["gold.daily_store_revenue", "20260115T093012Z-store_2_fix", "[OPS-1234]"],
-    "summary": [*MODELS, "bronze.pos_events", "discount_exceeds_gross", "missing_transaction_id"],
+    "summary": [
+        *MODELS,
+        "bronze.pos_events",
+        "discount_exceeds_gross",
+        "missing_transaction_id",
+        "silver.store_quarantine",
+        *TEN_SOURCES,
+    ],
     "history": [TRANSACTION, RESTATEMENT_ID, "silver.sales_transactions"],
     "alerts": ["partner_feed_of_stores", "pos"],
     "versions": ["gold.daily_store_revenue", RESTATEMENT_ID, "20260115T093012Z-store_2_fix"],

@@ -79,8 +79,7 @@ def bronze_tables(sources: Sources | None = None) -> tuple[BronzeTable, ...]:
 
 
 def main_table(sources: Sources | None = None) -> str:
-    """The bronze table of the first declared source: the one whose latest arrival sets the
-    data watermark (``tardy status``) and whose records ``tardy summary`` profiles."""
+    """The bronze table of the first declared source (``tardy status``'s pending age)."""
     sources = sources or declared()
     return next(iter(sources.sources.values())).bronze
 
