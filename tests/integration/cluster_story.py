@@ -6,7 +6,9 @@ each step, as CLI processes (``flow``) or in one process (``flow_here``).
 
 Run as a script in a client process of a gateway (``python cluster_story.py flow LANDING
 [--no-run]``): the story up to the promotion, its checkpoints as JSON on the last line;
-``python cluster_story.py writes``: silver's Delta writes.
+``python cluster_story.py ingest LANDING``: the first delivery ingested, then bronze's row
+counts and what a read costs (the fast tier's smoke); ``python cluster_story.py writes``:
+silver's Delta writes.
 """
 
 from __future__ import annotations
@@ -335,11 +337,36 @@ def one_plan_reads(spark: t.Any) -> dict[str, t.Any]:
     return out
 
 
+def bronze_rows(spark: t.Any) -> dict[str, int]:
+    """Each bronze table's row count, read through ``delta.query``."""
+    from tardy.engine import delta
+
+    tables = [row[1] for row in delta.query(spark, "SHOW TABLES IN bronze").collect()]
+    return {
+        f"bronze.{table}": delta.query(spark, f"SELECT COUNT(*) FROM bronze.{table}").first()[0]
+        for table in sorted(tables)
+    }
+
+
+def ingest_here(home: Path, landing: Path, spark: t.Any) -> dict[str, t.Any]:
+    """The feed's first delivery ingested in this process; bronze's rows and the reads."""
+    deliver(landing, home, first=True)
+    code, out, err = cli_in_process("ingest", "--json")
+    assert code == 0, (out[-2000:], err[-2000:])
+    return {"ingest": json.loads(out), "rows": bronze_rows(spark), "reads": one_plan_reads(spark)}
+
+
 if __name__ == "__main__":
     from tardy.project import open_context, spark_of
 
     if sys.argv[1] == "writes":
         print(json.dumps(silver_writes(spark_of(open_context(load=False)))))
+    elif sys.argv[1] == "ingest":  # ingest LANDING: the first delivery, then bronze's rows
+        from tardy.home import activate
+
+        opened = open_context()
+        story = ingest_here(activate().root, Path(sys.argv[2]), spark_of(opened))
+        print(json.dumps(story, default=str))
     else:  # flow LANDING [--no-run]: the story up to the promotion, in this process
         from tardy.home import activate
 

@@ -1,18 +1,20 @@
-"""The cluster smoke (the fast tier's; the full stories are ``test_on_cluster``'s, in the long
-tier): a real local cluster (PostgreSQL and a Spark Connect server running its own executors;
-``tardy.cluster``) booted on ports of its own, while the `local` oracle is built (from a copy
-of the `small` template).
+"""The cluster smoke: a real local cluster (PostgreSQL and a Spark Connect server running its
+own executors; ``tardy.cluster``) booted on ports of its own, while the `local` oracle is
+built (from a copy of the `small` template).
 
-On it the `connect` gateway, in one client process, ingests the feed (the `small`
-template's), plans, ingests a late delivery (sales of closed days and in-grace sales of the
-last days), detects and restates it, promoting. Its content hashes after the plan and after
-the promotion, bronze's row count and what detect found equal the `local` gateway's on the
-same files (the oracle: an independent engine, its own Derby metastore and DuckDB state,
-``cluster_story.SMOKE_REFERENCE``).
+Fast tier: the Connect server answers only its owner (its token is in a 0600 file, never on a
+command line, nor is PostgreSQL's password; a client with it is answered, one without it or
+with a wrong one is refused), and the `connect` gateway, in one client process, ingests the
+feed's first delivery (the `small` template's) into bronze with the row counts the `local`
+gateway's template holds, a read through ``delta.query`` costing one plan.
 
-And the Connect server answers only its owner: its token is in a 0600 file, never on a
-command line (nor is PostgreSQL's password), a client with it is answered, and one without
-it or with a wrong one is refused.
+Long tier (``make test-long``; on this 2-core machine its client's story took 15-25 min in
+CI): the same client plans, ingests a late delivery (sales of closed days and in-grace sales
+of the last days), detects and restates it, promoting. Its content hashes after the plan and
+after the promotion, bronze's row count and what detect found equal the `local` gateway's on
+the same files (the oracle: an independent engine, its own Derby metastore and DuckDB state,
+``cluster_story.SMOKE_REFERENCE``); the whole story on `connect` and `cluster` is
+``test_on_cluster``'s.
 """
 
 from __future__ import annotations
@@ -25,8 +27,15 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from children import connect_asks
-from cluster_story import SMOKE_REFERENCE, assert_metered, booted, make_feed, run
+from children import SMALL, connect_asks
+from cluster_story import (
+    SMOKE_REFERENCE,
+    assert_metered,
+    booted,
+    bronze_rows,
+    make_feed,
+    run,
+)
 
 STORY = str(Path(__file__).with_name("cluster_story.py"))
 # Ports of its own: neither a developer's cluster (the defaults) nor test_on_cluster's. No
@@ -61,7 +70,23 @@ def local(
 
 
 @pytest.fixture(scope="module")
-def cluster(cluster_started: Future[dict[str, str]], local: dict[str, t.Any]) -> dict[str, str]:
+def small_bronze(
+    engine: t.Any,
+    cluster_started: Future[dict[str, str]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, int]:
+    """The `local` gateway's bronze after the first delivery (the `small` template's), read
+    while the cluster boots."""
+    home = tmp_path_factory.mktemp("small") / "home"
+    SMALL.copy_to(engine, home)
+    try:
+        return bronze_rows(engine.open(home)[2])
+    finally:
+        engine.release()
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_started: Future[dict[str, str]]) -> dict[str, str]:
     return cluster_started.result(timeout=1800)
 
 
@@ -74,8 +99,29 @@ def connected(cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory)
     return {"home": home, **json.loads(done.stdout.strip().splitlines()[-1])}
 
 
+def test_connect_ingests_as_local_does(
+    small_bronze: dict[str, int],
+    cluster: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    landing = make_feed(tmp_path_factory.mktemp("first") / "landing")
+    home = tmp_path_factory.mktemp("ingest-client")
+    env = {**cluster, "TARDY_GATEWAY": "connect", "TARDY_HOME": str(home)}
+    done = run(env, sys.executable, STORY, "ingest", str(landing))
+    story = json.loads(done.stdout.strip().splitlines()[-1])
+    assert small_bronze["bronze.pos_events"] > 0, small_bronze
+    assert story["rows"] == small_bronze
+    assert not (home / "metastore_db").exists() and not (home / "warehouse").exists()
+    for name, read in story["reads"].items():
+        assert read["same"] and read["rows"] > 0, (name, read)
+        assert read["query"] == 1, (name, read)
+    assert story["reads"]["aggregate"]["sql"] == 2, story["reads"]
+
+
+@pytest.mark.long  # its fast guard: test_connect_ingests_as_local_does (the gateway's session,
+# Delta writes and reads over Connect); the full stories: test_on_cluster
 def test_connect_restates_a_late_delivery_as_local_does(
-    cluster: dict[str, str], connected: dict[str, t.Any], local: dict[str, t.Any]
+    local: dict[str, t.Any], cluster: dict[str, str], connected: dict[str, t.Any]
 ) -> None:
     for checkpoint in CHECKPOINTS:
         assert connected[checkpoint] == local[checkpoint], checkpoint

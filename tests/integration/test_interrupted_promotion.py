@@ -21,9 +21,10 @@ starts. Three processes in all:
 That first test is in the long tier (``make test-long``). The second guards the same rules in
 the fast tier on the product's default path, the warm engine: a promotion killed mid-statement
 resumed by the next `tardy restate`, a rollback killed after 2 tables finished by running it
-again, the change trail written once; then a restatement of the same rows killed before its
-promotion's intent, discarded and done again by the next; prod equal to the independent
-oracle's recomputation of every landed file.
+again, the change trail written once, prod equal to the independent oracle's recomputation of
+every landed file. The third (long tier) goes on from there on the same engine: a restatement
+of the same rows killed before its promotion's intent, discarded and done again by the next
+(in the fast tier, CI's short chaos run kills a warm restatement).
 """
 
 from __future__ import annotations
@@ -227,7 +228,22 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
     it. The resume, on the same engine, must find each table promoted exactly once: the
     engine interrupts the dead client's statement before anything reads (or the statement
     had committed, under the restatement's tag), so no late commit lands behind the resume.
-    Prod then equals the oracle's recomputation of every landed file, in-process."""
+    A rollback killed after restoring 2 tables, run again, restores the rest. Prod then
+    equals the oracle's recomputation of every landed file, in-process."""
+    _killed_on_the_warm_engine(engine, tmp_path, then_cut=False)
+
+
+@pytest.mark.long  # its fast guards: the test above, CI's short chaos run (a warm restate killed)
+def test_a_restatement_killed_before_its_intent_on_the_warm_engine_is_redone(
+    engine, tmp_path: Path
+) -> None:
+    """The fast test's story, then a restatement of the same rows killed before its
+    promotion's intent: the next one discards its stage and promotes them again, all on one
+    engine."""
+    _killed_on_the_warm_engine(engine, tmp_path, then_cut=True)
+
+
+def _killed_on_the_warm_engine(engine, tmp_path: Path, *, then_cut: bool) -> None:
     home = tmp_path / "home"
     SMALL.copy_to(engine, home)
     staged = build_and_stage(*engine.open(home))
@@ -245,37 +261,27 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
             assert code == 0, (argv, out[-3000:], err[-3000:])
         return [json.loads(out) for _, out, _ in done]
 
-    rollback = ("rollback", restatement_id, "--reason", "kill test")
+    def killed(*argv: str, failpoint: str) -> None:
+        done = _run(home, str(BIN / "tardy"), *argv, failpoint=failpoint, env=warm)
+        assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+
+    def in_process(check: t.Callable[[t.Any, t.Any], t.Any]) -> t.Any:
+        data_home, _, spark = engine.open(home)
+        try:
+            return check(data_home, spark)
+        finally:
+            engine.release()
+
     try:
         (started,) = tardy_json(("engine", "start"))
-        killed = _run(
-            home,
-            str(BIN / "tardy"),
-            "promote",
-            restatement_id,
-            failpoint="promote:2:inflight",
-            env=warm,
+        killed("promote", restatement_id, failpoint="promote:2:inflight")
+        outcome, log, after_resume, serving = tardy_json(
+            ("restate", "--reason", "resume"),
+            ("log", restatement_id),
+            ("fingerprint",),
+            ("engine",),
         )
-        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-        outcome, log, after_resume = tardy_json(
-            ("restate", "--reason", "resume"), ("log", restatement_id), ("fingerprint",)
-        )
-        # A rollback killed after restoring 2 tables: run again, it restores the rest.
-        killed = _run(home, str(BIN / "tardy"), *rollback, failpoint="rollback:2", env=warm)
-        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-        killed_log, rolled, rolled_back = tardy_json(
-            ("log", restatement_id), rollback, ("fingerprint",)
-        )
-        # A restatement of the same rows killed with every table staged, before its
-        # promotion's intent: the next one discards its stage and promotes them again.
-        killed = _run(
-            home, str(BIN / "tardy"), "restate", "--reason", "cut", failpoint="intent:0", env=warm
-        )
-        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-        again, promoted_again, serving = tardy_json(
-            ("restate", "--reason", "after the cut"), ("fingerprint",), ("engine",)
-        )
-        # One engine served every command: the killed clients did not take it down.
+        # One engine served every command: the killed client did not take it down.
         assert serving["pid"] == started["pid"]
     finally:
         _run(home, str(BIN / "tardy"), "engine", "stop", env=warm)
@@ -288,6 +294,37 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
     for model, before in promoted["table_versions_before"].items():
         assert promoted["table_versions_after"][model] == before + 1, model
     assert after_resume != staged["fingerprint"]
+
+    def equals_the_oracle(data_home: t.Any, spark: t.Any) -> None:
+        # Prod as the resumed promotion left it equals the independent oracle's
+        # recomputation of every landed file (``oracle.py``: pandas, not SQLMesh nor tardy).
+        landing = data_home.landing
+        last = (CLOCK - timedelta(days=1)).date()
+        assert_prod_equals_recomputation(
+            spark, landing.rglob("*.jsonl"), landing, CONFIG.start, last
+        )
+
+    in_process(equals_the_oracle)
+
+    rollback = ("rollback", restatement_id, "--reason", "kill test")
+    try:
+        (started,) = tardy_json(("engine", "start"))
+        # A rollback killed after restoring 2 tables: run again, it restores the rest.
+        killed(*rollback, failpoint="rollback:2")
+        killed_log, rolled, rolled_back = tardy_json(
+            ("log", restatement_id), rollback, ("fingerprint",)
+        )
+        if then_cut:
+            # A restatement of the same rows killed with every table staged, before its
+            # promotion's intent: the next one discards its stage and promotes them again.
+            killed("restate", "--reason", "cut", failpoint="intent:0")
+            again, promoted_again = tardy_json(
+                ("restate", "--reason", "after the cut"), ("fingerprint",)
+            )
+        (serving,) = tardy_json(("engine",))
+        assert serving["pid"] == started["pid"]
+    finally:
+        _run(home, str(BIN / "tardy"), "engine", "stop", env=warm)
     # The rollback: its intent was left by the kill; run again, each table got one RESTORE
     # after the promotion's commit (so no late commit of the killed promote landed between)
     # and prod is exactly as before the restatement.
@@ -296,22 +333,12 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
     for model, version in rolled["table_versions"].items():
         assert version == promoted["table_versions_after"][model] + 1, model
     assert rolled_back == staged["fingerprint"]
-    cut = again["recovered"].removeprefix("discarded restatement ").split(",")[0]
-    assert again["recovered"] == f"discarded restatement {cut}, interrupted while staging"
-    assert again["status"] == "promoted" and promoted_again == after_resume
+    if then_cut:
+        cut = again["recovered"].removeprefix("discarded restatement ").split(",")[0]
+        assert again["recovered"] == f"discarded restatement {cut}, interrupted while staging"
+        assert again["status"] == "promoted" and promoted_again == after_resume
 
-    data_home, _, spark = engine.open(home)
-    try:
-        trail = _trail(spark, restatement_id)
-        # Prod as the promotions left it equals the independent oracle's recomputation of
-        # every landed file (``oracle.py``: pandas, not SQLMesh nor tardy).
-        landing = data_home.landing
-        last = (CLOCK - timedelta(days=1)).date()
-        assert_prod_equals_recomputation(
-            spark, landing.rglob("*.jsonl"), landing, CONFIG.start, last
-        )
-    finally:
-        engine.release()
+    trail = in_process(lambda _, spark: _trail(spark, restatement_id))
     # The change trail: each changed key once per action, whatever the kills, and the
     # rollback's rows reverse the promotion's.
     for action in ("promoted", "rolled_back"):
