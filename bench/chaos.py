@@ -151,8 +151,8 @@ def build_base() -> None:
         folder = home.landing / "pos" / arrival_dir_name(clock + timedelta(hours=1 + n))
         folder.mkdir(parents=True)
         (folder / f"chaos-{n}.jsonl").write_text("\n".join(chunk) + "\n")
+    from tardy.consumers.fingerprint import fingerprints
     from tardy.engine import log
-    from tardy.fingerprint import fingerprints
 
     landed = {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
     print(json.dumps({"landed": landed, "ids_before": sorted(log.latest(spark))}))
@@ -270,9 +270,9 @@ class Check:
 
 def check_trial(spec_path: Path) -> None:
     """Child: the state after the kill, the documented recovery, the final invariants."""
+    from tardy.consumers.fingerprint import fingerprints
     from tardy.engine import log
     from tardy.engine.detect import detect
-    from tardy.fingerprint import fingerprints
     from tardy.home import activate
     from tardy.project import open_context, spark_of
 

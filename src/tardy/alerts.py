@@ -6,8 +6,8 @@ limits; each declared source names its tier (``lateness`` in ``sources.yaml``,
 ``tardy.sources``); ``pending_late_data_max_age_hours`` bounds how long late data for final
 days may wait for a restatement.
 
-* **Late ratio / p99 lag** (per source, from ``tardy.status``'s lateness): an alert when the
-  source's value is *above* its tier's limit; a source without measured rows has no value
+* **Late ratio / p99 lag** (per source, from ``tardy.consumers.status``'s lateness): an alert
+  when the source's value is *above* its tier's limit; a source without measured rows has no value
   and raises none.
 * **Pending age**: late bronze rows for final days that no restatement has applied yet
   (``Status.pending_final`` is not empty) have waited ``max(arrival_ts) - min(arrival_ts of
@@ -25,7 +25,7 @@ from enum import StrEnum
 from tardy.errors import InputError
 
 if t.TYPE_CHECKING:
-    from tardy.status import SourceStatus, Status
+    from tardy.consumers.status import SourceStatus, Status
 
 TIERS_VARIABLE = "lateness_alert_tiers"
 PENDING_AGE_VARIABLE = "pending_late_data_max_age_hours"

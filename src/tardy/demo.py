@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from tardy.consumers.status import status
 from tardy.engine.detect import detect
 from tardy.engine.named import Selection
 from tardy.engine.outcome import Outcome, Status
@@ -32,12 +33,12 @@ from tardy.home import DataHome
 from tardy.ingest import ingest
 from tardy.ingest.result import IngestResult
 from tardy.project import spark_of
-from tardy.render import diff_table, render_manifest, render_status
+from tardy.rendering.restatement import diff_table, render_manifest
+from tardy.rendering.status import render_status
 from tardy.report import Summary, summarize
 from tardy.reporting import write_report
 from tardy.restatements import promote_staged, restate
 from tardy.simulate import SimulationConfig, SimulationResult, simulate
-from tardy.status import status
 
 if t.TYPE_CHECKING:
     from sqlmesh import Context
@@ -257,10 +258,10 @@ def _publish_and_train(
     context: Context, spark: t.Any, home: DataHome, console: Console
 ) -> int | None:
     """Publish the run's versions; train the first model on them (kept on a re-run)."""
-    from tardy.render_models import render_model
+    from tardy.consumers.versions import publish
+    from tardy.rendering.models import render_model
     from tardy.training.pipeline import registered, train
     from tardy.training.snapshot import Window
-    from tardy.versions import publish
 
     with console.status("Publishing the gold models' versions"):
         published = publish(context, spark)
@@ -278,7 +279,7 @@ def _publish_and_train(
 def _impact_and_retrain(
     spark: t.Any, home: DataHome, restatement_id: str, console: Console
 ) -> dict[str, object]:
-    from tardy.render_models import render_impact, render_retrained
+    from tardy.rendering.models import render_impact, render_retrained
     from tardy.training.pipeline import impact, retrain
 
     found = impact(spark, home.root, restatement_id)

@@ -1,7 +1,7 @@
 """The readable summary of a data home: rows per layer, lateness (every source, and each),
 quarantine (every source's, by reason), weekly totals.
 
-``tardy summary`` prints it with ``tardy.render.render_summary``.
+``tardy summary`` prints it with ``tardy.rendering.summary.render_summary``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,14 @@
 """The records ``tardy report`` draws: what ``tardy.reporting`` reads from the lakehouse and
-``tardy.html`` turns into pages (plain dataclasses, values as text or numbers).
+``tardy.rendering.html`` turns into pages (plain dataclasses, values as text or numbers).
 """
 
 from __future__ import annotations
 
+import typing as t
 from dataclasses import asdict, dataclass, field
+
+if t.TYPE_CHECKING:
+    from tardy.consumers.card import Card
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,7 @@ class Report:
     quarantine: list[QuarantineDay]
     restatements: list[RestatementSummary]
     models: list[ModelRow] = field(default_factory=list)
+    cards: list[Card] = field(default_factory=list)  # the published models' (``tardy card``)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -1,6 +1,6 @@
 """What late data did to the numbers: the facts ``tardy report`` draws, read from the lakehouse.
 
-``gather`` reads them (one small query per chart); ``tardy.html`` turns them into one
+``gather`` reads them (one small query per chart); ``tardy.rendering.html`` turns them into one
 self-contained HTML page. Every value is plain data (strings for decimals and dates), so the
 page can carry it as JSON and a test can compare it with its own query.
 """
@@ -12,6 +12,15 @@ import typing as t
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tardy.consumers.status import (
+    DAILY_MEASURE,
+    DAILY_STATUS_VIEW,
+    DAILY_TABLE,
+    LATENESS_SQL,
+    REMOVED_ROWS_SQL,
+    ensure_status_view,
+    measure_type,
+)
 from tardy.engine import log, sqlmesh_api, trail
 from tardy.engine.diff import measure_of
 from tardy.engine.log import PERIODS_VIEW, Action
@@ -34,15 +43,6 @@ from tardy.report_records import (
     TrailRow,
 )
 from tardy.sql import literal
-from tardy.status import (
-    DAILY_MEASURE,
-    DAILY_STATUS_VIEW,
-    DAILY_TABLE,
-    LATENESS_SQL,
-    REMOVED_ROWS_SQL,
-    ensure_status_view,
-    measure_type,
-)
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -220,9 +220,9 @@ def _summaries(spark: SparkSession) -> list[RestatementSummary]:
 def _models(spark: SparkSession) -> list[ModelRow]:
     """The registered model versions of this data home (none: MLflow is not even loaded),
     each with the publications since its training that changed days it read."""
+    from tardy.consumers.versions import publications
     from tardy.training.lineage import stale_since_trained
     from tardy.training.pipeline import registered
-    from tardy.versions import publications
 
     models = registered(activate().root)
     if not models:
@@ -250,7 +250,9 @@ def _models(spark: SparkSession) -> list[ModelRow]:
 
 
 def gather(context: Context, spark: SparkSession) -> Report:
-    """Everything ``tardy report`` draws (about six statements)."""
+    """Everything ``tardy report`` draws (about eight statements)."""
+    from tardy.consumers.card import cards
+
     grace = int(context.config.variables["grace_days"])
     ensure_status_view(context, spark)
     periods = [
@@ -274,6 +276,7 @@ def gather(context: Context, spark: SparkSession) -> Report:
         quarantine=_quarantine(context, spark),
         restatements=_summaries(spark),
         models=_models(spark),
+        cards=cards(context, spark),
     )
 
 
@@ -345,7 +348,7 @@ def reports_dir() -> Path:
 
 def write_report(context: Context, spark: SparkSession) -> Path:
     """Write ``$TARDY_HOME/reports/report-<UTC time>.html`` (and ``latest.html``)."""
-    from tardy.html import report_page
+    from tardy.rendering.html import report_page
 
     page = report_page(gather(context, spark))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -357,7 +360,7 @@ def write_report(context: Context, spark: SparkSession) -> Path:
 
 def write_restatement_report(context: Context, spark: SparkSession, restatement_id: str) -> Path:
     """Write ``$TARDY_HOME/reports/restatement-<id>.html``."""
-    from tardy.html import restatement_page
+    from tardy.rendering.html import restatement_page
 
     page = restatement_page(gather_restatement(spark, restatement_id))
     path = reports_dir() / f"restatement-{restatement_id}.html"

@@ -1,5 +1,5 @@
 """The restatement commands as users run them: the engine's (``tardy.engine.restate``), each
-publishing what its promotions commit (``tardy.versions``).
+publishing what its promotions commit (``tardy.consumers.versions``).
 
 The engine owns the lifecycle (``tardy.engine.lifecycle``) and calls the publisher it is
 given, under the restatement lock, after every promotion it completes (a recovered one
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import typing as t
 
-from tardy import versions
-from tardy.consumers import notifications
+from tardy.consumers import notifications, versions
 from tardy.engine import restate as commands
 from tardy.engine.closure import days_of
 from tardy.engine.named import Selection
@@ -28,7 +27,7 @@ def publish_promotion(
     context: Context, spark: SparkSession, promoted: Outcome
 ) -> list[dict[str, object]]:
     """Publish the new versions of the published models a promotion committed
-    (``tardy.versions``); nothing after a no-op one."""
+    (``tardy.consumers.versions``); nothing after a no-op one."""
     if promoted.status != Status.PROMOTED or promoted.restatement_id is None:
         return []
     commits = {

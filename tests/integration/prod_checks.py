@@ -16,7 +16,7 @@ import oracle
 import pandas as pd
 from timeline import last_complete_day
 
-from tardy.fingerprint import fingerprints
+from tardy.consumers.fingerprint import fingerprints
 from tardy.ingest import ingest
 from tardy.landing import arrival_dir_name
 

@@ -59,7 +59,7 @@ class Child:
         return {"code": code, "out": payload, "err": " ".join(err.split())}
 
     def fingerprints(self) -> dict[str, t.Any]:
-        from tardy.fingerprint import fingerprints
+        from tardy.consumers.fingerprint import fingerprints
 
         return {k: v.as_dict() for k, v in fingerprints(self.context, self.spark).items()}
 

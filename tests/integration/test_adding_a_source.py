@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from children import cli_in_process
 from test_code_change import copy_project as copy_project_files
+from test_code_change import view_target
 from test_readme_tour import _sqlmesh
 
 from tardy.home import project_root
@@ -138,6 +139,7 @@ def test_a_source_added_by_the_guide_is_ingested_detected_and_restated(
         "models/silver/loyalty_points.sql",
         "models/silver/loyalty_quarantine.sql",
         "models/gold/daily_store_points.sql",
+        "audits/points_reconcile_with_silver.sql",
     ]
     monkeypatch.setenv("TARDY_PROJECT", str(project))
     monkeypatch.delenv("TARDY_SOURCES", raising=False)
@@ -209,6 +211,19 @@ def test_a_source_added_by_the_guide_is_ingested_detected_and_restated(
         assert after[(day(5), 1)] == before[(day(5), 1)]
         quarantined = spark.sql(f"SELECT report_date, reason FROM {QUARANTINE}").collect()
         assert [(r.report_date, r.reason) for r in quarantined] == [(day(2), "invalid_points")]
+
+        # The guide's reconciliation audit: it passes on two restated days, and fails on one
+        # day (one result) once silver lost a row of it behind SQLMesh's back (in its
+        # physical table).
+        audit = ("audit", "--model", GOLD, "--start", str(day(3)), "--end", str(day(4)))
+        code, output = _sqlmesh(*audit)
+        assert code == 0, output[-3000:]
+        silver = view_target(spark, SILVER)
+        spark.sql(f"DELETE FROM {silver} WHERE earned_date = DATE'{day(4)}' AND store_id = 2")
+        code, output = _sqlmesh(*audit)
+        assert code == 1, output[-3000:]
+        assert "Failure in audit points_reconcile_with_silver" in output, output[-3000:]
+        assert "Got 1 results, expected 0." in output, output[-3000:]
     finally:
         engine.release()
 

@@ -166,6 +166,11 @@ def assert_report_pages_render(
     assert f"({restated}):" in page.text and "gold.store_features@v2" in page.text
     links = report.read_text().split('<section id="models">')[1].count('<a href="file://')
     assert links == 2
+    # The data products section: a card per published model (one releases folder each),
+    # with its owner from its MODEL block.
+    products = report.read_text().split('<section id="products">')[1].split("</section>")[0]
+    assert products.count("<tr>") == len(list((home / "releases").iterdir())) + 1
+    assert "finance_analytics" in products and "data_science" in products
 
     out, _ = in_process(engine, home, "report", "--restatement", restated, "--json")
     written = json.loads(out)

@@ -470,7 +470,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
         f"AND last_restatement_id = '{staged.restatement_id}'"
     ).collect()
     assert sorted(r.period.isoformat() for r in periods) == [d(1), d(6), d(8), d(9)]
-    from tardy.status import ensure_status_view
+    from tardy.consumers.status import ensure_status_view
 
     view = ensure_status_view(context, spark)
     shown = spark.sql(
@@ -557,7 +557,7 @@ def assert_history_of_a_moved_transaction(context, spark, moved, restatement_id:
     and added it on the new one."""
     from children import cli_in_process
 
-    from tardy.history import history
+    from tardy.consumers.history import history
 
     tid = moved.transaction_id
     story = history(context, spark, tid)
@@ -588,8 +588,8 @@ def assert_report_shows_the_emptied_day(context, spark, staged, prod_rows, day: 
     """The report's first published against final revenue of the day the restatement voided
     whole: what prod held before (read before promotion) against 0, revision 1, with the
     restatement's id and reason; the status summary counts those removed rows too."""
+    from tardy.consumers.status import revisions
     from tardy.reporting import gather
-    from tardy.status import revisions
 
     report = gather(context, spark)
     shown = {d.event_date: d for d in report.daily}[day]
@@ -764,7 +764,7 @@ def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
 
 def revision_of(context, spark, day: date, store: int) -> tuple[int, Decimal, Decimal]:
     """(revision, first published revenue, revenue now) of one row of the status view."""
-    from tardy.status import ensure_status_view
+    from tardy.consumers.status import ensure_status_view
 
     view = ensure_status_view(context, spark)
     row = spark.sql(

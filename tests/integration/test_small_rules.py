@@ -39,7 +39,7 @@ def opened(engine: t.Any, home_root: Path) -> t.Any:
 
 
 def _prints(context: t.Any, spark: t.Any) -> dict[str, t.Any]:
-    from tardy.fingerprint import fingerprints
+    from tardy.consumers.fingerprint import fingerprints
 
     return {name: fp.as_dict() for name, fp in fingerprints(context, spark).items()}
 

@@ -96,7 +96,7 @@ def data_home(engine, tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def lake(context, spark, data_home) -> SimpleNamespace:
-    from tardy.status import ensure_status_view, status
+    from tardy.consumers.status import ensure_status_view, status
 
     simulate(CONFIG, data_home.landing, through=LATER)  # arrivals no run has seen yet
     ingest(spark, data_home.landing)
@@ -269,9 +269,9 @@ def test_pending_late_data_split_by_finality(lake) -> None:
 
 
 def test_split_by_finality_boundaries(lake, context) -> None:
+    from tardy.consumers.status import is_final, split_by_finality
     from tardy.engine.closure import Closure
     from tardy.engine.sqlmesh_api import model_snapshots
-    from tardy.status import is_final, split_by_finality
 
     for watermark in (datetime(2026, 1, 8), datetime(2026, 1, 8, 12)):
         assert is_final(date(2026, 1, 7), watermark)
@@ -324,13 +324,13 @@ def test_cli_status_json_prints_only_the_status(lake, context, monkeypatch, caps
 
 
 def test_cli_status_table(lake, context, monkeypatch, capsys) -> None:
+    import tardy.consumers.status
     import tardy.project
-    import tardy.status
     from tardy import cli
 
     opened: list = []
     monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, opened))
-    monkeypatch.setattr(tardy.status, "status", lambda context, spark: lake.status)
+    monkeypatch.setattr(tardy.consumers.status, "status", lambda context, spark: lake.status)
     assert cli.main(["status", "--gateway", "local", "--fresh"]) == 0
     out = capsys.readouterr().out
     assert opened == [("local", False)]
@@ -358,12 +358,12 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
     """`tardy status --check` exits 4 naming every source and metric past its tier's limit
     (project.yaml), here the probe source (60 % late against 5 %), and exits 0 when the
     limits are loosened."""
+    import tardy.consumers.status
     import tardy.project
-    import tardy.status
     from tardy import cli
 
     monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, []))
-    monkeypatch.setattr(tardy.status, "status", lambda context, spark: lake.status)
+    monkeypatch.setattr(tardy.consumers.status, "status", lambda context, spark: lake.status)
     variables = context.config.variables
     tiers = variables["lateness_alert_tiers"]
     sources = {name: body["lateness"] for name, body in _declared()["sources"].items()}

@@ -79,8 +79,8 @@ def region_rows(spark) -> list[list[str]]:
 
 
 def child_build() -> dict:
+    from tardy.consumers.fingerprint import fingerprints
     from tardy.engine.detect import detect
-    from tardy.fingerprint import fingerprints
     from tardy.home import activate
     from tardy.ingest import ingest
     from tardy.project import open_context, spark_of
@@ -117,7 +117,7 @@ def child_build() -> dict:
 
 
 def child_rebuild(landing: str) -> dict:
-    from tardy.fingerprint import fingerprints
+    from tardy.consumers.fingerprint import fingerprints
     from tardy.home import activate
     from tardy.ingest import ingest
     from tardy.project import open_context, spark_of

@@ -1,4 +1,4 @@
-"""Published versions (``tardy.versions``) and the models trained on them
+"""Published versions (``tardy.consumers.versions``) and the models trained on them
 (``tardy.training``) on real Spark + Delta + MLflow, through the CLI in-process.
 
 On a copy of the ``small`` template: ``tardy publish`` publishes every gold model (v1), then
@@ -432,7 +432,7 @@ def test_show_re_reads_a_published_day(story, tmp_path: Path) -> None:
 def test_the_published_view_reads_the_latest_publication(story, tmp_path: Path) -> None:
     """`gold_published.daily_store_revenue` is v3's rows (its export's lines): the view
     each publication re-points."""
-    from tardy.versions import as_text
+    from tardy.consumers.versions import as_text
 
     latest = _json("export", DAILY, "--to", str(tmp_path))
     assert latest["publication"]["version"] == 3
@@ -445,7 +445,7 @@ def test_versions_published_before_day_digests_keep_their_rule(story, tmp_path: 
     """A publications table from before day digests (no ``day_digests`` column, each
     ``sha256`` the whole export's) gets the column on first use, and its versions verify by
     the whole export's hash, as they were published. The table is put back afterwards."""
-    from tardy.versions import TABLE
+    from tardy.consumers.versions import TABLE
 
     spark = story.spark
     exported = _json("export", DAILY, "--as-of", "v1", "--to", str(tmp_path / "now"))
@@ -474,7 +474,7 @@ def test_export_refuses_bytes_that_differ_from_what_was_published(story, tmp_pat
     """Runs last: it damages the record of v1."""
     from delta.tables import DeltaTable
 
-    from tardy.versions import TABLE
+    from tardy.consumers.versions import TABLE
 
     published = _json("versions", DAILY)
     moment = published[1]["published_at"]

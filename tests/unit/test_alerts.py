@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tardy.alerts import ANY_SOURCE, Metric, check, thresholds
+from tardy.consumers.status import SourceStatus, Status
 from tardy.errors import InputError
-from tardy.status import SourceStatus, Status
 
 VARIABLES = {
     "lateness_alert_tiers": {

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tardy.consumers.versions import HashMismatch, VersionNotFound
 from tardy.engine.audit import AuditFailed
 from tardy.engine.named import SelectionError
 from tardy.engine.outcome import BreakerTripped, PendingRestatement, RestatementError
@@ -15,7 +16,6 @@ from tardy.errors import ChallengerRefused, TardyError
 from tardy.home import ProjectNotFound
 from tardy.ingest.errors import IngestError
 from tardy.lock import LockedError
-from tardy.versions import HashMismatch, VersionNotFound
 
 
 @pytest.mark.parametrize(

@@ -21,10 +21,12 @@ import pytest
 from browser import ChromiumMissing, PageCheck, check_page
 from plotly.offline import get_plotlyjs
 
-from tardy.html import report_page, restatement_page
-from tardy.html.intervals import interval_text, intervals_figure
-from tardy.html.lateness import lateness_figure, points
-from tardy.html.page import MAX_TABLE_ROWS
+from tardy.consumers.card import Card
+from tardy.consumers.status import SourceStatus
+from tardy.rendering.html import report_page, restatement_page
+from tardy.rendering.html.intervals import interval_text, intervals_figure
+from tardy.rendering.html.lateness import lateness_figure, points
+from tardy.rendering.html.page import MAX_TABLE_ROWS
 from tardy.report_records import (
     DailyRevision,
     IntervalChange,
@@ -218,7 +220,32 @@ def full_report() -> Report:
                 [unchanged_week()],
             ),
         ],
+        cards=cards(),
     )
+
+
+def cards() -> list[Card]:
+    """Two published models: one restated, reading two sources; one never published yet."""
+    late = [
+        SourceStatus(name, 100, 100, 0, 0, late, late / 100, 1.0, 2.0, 3.0, "2025-12-31")
+        for name, late in (("pos_eu", 7), ("pos_us", 0))
+    ]
+    return [
+        Card(
+            table="gold.daily_store_revenue",
+            description="Revenue per store and day.",
+            owner="finance_analytics " + HOSTILE,
+            current_version="gold.daily_store_revenue@v4",
+            last_published_at="2025-12-20T09:00:00+00:00",
+            last_produced_by=LATE_ID,
+            last_restated_at="2025-12-01T10:15:00+00:00",
+            last_restatement_id=LATE_ID,
+            final_through="2025-12-28",
+            first_provisional_day="2025-12-29",
+            sources=late,
+        ),
+        Card("gold.store_features", None, None, None, None, None, None, None, None, None),
+    ]
 
 
 def empty_report() -> Report:
@@ -355,6 +382,18 @@ def test_full_report_caps_the_periods_table(pages: dict[str, tuple[str, PageChec
     assert f"… and {PERIOD_ROWS - MAX_TABLE_ROWS} more" in check.text
     section = text.split('id="periods"', 1)[1].split("</section>", 1)[0]
     assert section.count("<tr>") == MAX_TABLE_ROWS + 1  # the header row too
+
+
+def test_full_report_shows_each_published_models_card(pages: dict[str, tuple[str, PageCheck]]):
+    text, check = pages["full"]
+    section = text.split('id="products"', 1)[1].split("</section>", 1)[0]
+    assert section.count("<tr>") == len(cards()) + 1  # the header row too
+    shown = check.text.split("Data products", 1)[1].split("Models trained", 1)[0]
+    for value in ("gold.daily_store_revenue", "v4", "2025-12-01 10:15", "2025-12-28"):
+        assert value in shown, value
+    assert "pos_eu 7.00%" in shown and "pos_us 0.00%" in shown
+    assert "gold.store_features" in shown and "not yet" in shown and "never" in shown
+    assert 'id="products"' not in pages["empty"][0]  # nothing published: no section
 
 
 def test_text_from_the_data_is_escaped(pages: dict[str, tuple[str, PageCheck]]):

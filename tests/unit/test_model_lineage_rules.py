@@ -7,11 +7,11 @@ from datetime import date
 
 import pytest
 
+from tardy.consumers.versions import Publication
 from tardy.errors import InputError
 from tardy.training.lineage import decide, stale, stale_since_trained, superseded
 from tardy.training.registry import Registered
 from tardy.training.snapshot import Input, Window
-from tardy.versions import Publication
 
 DAILY, FEATURES = "gold.daily_store_revenue", "gold.store_features"
 

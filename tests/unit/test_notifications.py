@@ -226,8 +226,8 @@ def _deliver_later(tmp_path: Path, hook: Hook, monkeypatch: pytest.MonkeyPatch) 
 def test_a_publication_whose_event_a_kill_lost_is_announced_by_the_next_publish(
     tmp_path: Path,
 ) -> None:
-    """``announce`` as ``tardy.versions.publish`` calls it: the publications recorded before
-    (``known``) and the new ones. The state a kill between the publication's commit and its
+    """``announce`` as ``tardy.consumers.versions.publish`` calls it: the publications recorded
+    before (``known``) and the new ones. The state a kill between the publication's commit and its
     event leaves (v2 recorded, its key in no ledger) is caught up by the next call."""
     from tardy.consumers.notifications import announce
 

@@ -14,14 +14,23 @@ from datetime import datetime
 import pytest
 from rich.console import Console
 
-from tardy import render, render_consumers, render_models
 from tardy.alerts import Alert, Metric
 from tardy.consumers.card import Card
+from tardy.consumers.history import KeyHistory
+from tardy.consumers.status import RestatedDay, Revisions, SourceStatus, Status
 from tardy.engine.detect import Manifest
 from tardy.engine.diff import Diff, IntervalDiff
-from tardy.history import KeyHistory
+from tardy.rendering import (
+    cells,
+    consumers,
+    history,
+    models,
+    restatement,
+    versions,
+)
+from tardy.rendering import status as status_tables
+from tardy.rendering import summary as summary_tables
 from tardy.report import Summary
-from tardy.status import RestatedDay, Revisions, SourceStatus, Status
 
 WIDTH = 80
 MODELS = [
@@ -348,7 +357,7 @@ def rendered_at(width: int, renderable: object) -> str:
 
 
 def publications() -> list:
-    from tardy.versions import Publication
+    from tardy.consumers.versions import Publication
 
     def published(version: int, by: str, days: list[str]) -> Publication:
         return Publication(
@@ -375,7 +384,7 @@ def publications() -> list:
 
 def render_versions_checked(found: list, console: Console) -> None:
     """``tardy versions --check`` with v1 gone."""
-    render.render_versions(found, console, {f"{found[0].table_name}@v1"})
+    versions.render_versions(found, console, {f"{found[0].table_name}@v1"})
 
 
 def shown():
@@ -435,29 +444,31 @@ def retrained():
 
 
 TABLES = {
-    "manifest": lambda **kw: rendered(render.manifest_table(manifest()), **kw),
-    "detect": lambda **kw: rendered(manifest(), printer=render.render_manifest, **kw),
-    "diff": lambda **kw: rendered(render.diff_table(diff()), **kw),
-    "log": lambda **kw: rendered(render.log_table(log_rows()), **kw),
-    "log one": lambda **kw: rendered(render.log_table(log_rows(), RESTATEMENT_ID), **kw),
-    "lateness": lambda **kw: rendered(render.lateness_table(status()), **kw),
-    "lateness ten sources": lambda **kw: rendered(render.lateness_table(ten_sources()), **kw),
-    "pending": lambda **kw: rendered(render.pending_table(status()), **kw),
-    "status": lambda **kw: rendered(status(), printer=render.render_status, **kw),
-    "restated": lambda **kw: rendered(render.restated_table(status().restated), **kw),
-    "summary": lambda **kw: rendered(summary(), printer=render.render_summary, **kw),
-    "history": lambda **kw: rendered(transaction_history(), printer=render.render_history, **kw),
-    "alerts": lambda **kw: rendered(ALERTS, printer=render.render_alerts, **kw),
-    "versions": lambda **kw: rendered(publications(), printer=render.render_versions, **kw),
-    "card": lambda **kw: rendered(card(), printer=render_consumers.render_card, **kw),
+    "manifest": lambda **kw: rendered(restatement.manifest_table(manifest()), **kw),
+    "detect": lambda **kw: rendered(manifest(), printer=restatement.render_manifest, **kw),
+    "diff": lambda **kw: rendered(restatement.diff_table(diff()), **kw),
+    "log": lambda **kw: rendered(restatement.log_table(log_rows()), **kw),
+    "log one": lambda **kw: rendered(restatement.log_table(log_rows(), RESTATEMENT_ID), **kw),
+    "lateness": lambda **kw: rendered(status_tables.lateness_table(status()), **kw),
+    "lateness ten sources": lambda **kw: rendered(
+        status_tables.lateness_table(ten_sources()), **kw
+    ),
+    "pending": lambda **kw: rendered(status_tables.pending_table(status()), **kw),
+    "status": lambda **kw: rendered(status(), printer=status_tables.render_status, **kw),
+    "restated": lambda **kw: rendered(status_tables.restated_table(status().restated), **kw),
+    "summary": lambda **kw: rendered(summary(), printer=summary_tables.render_summary, **kw),
+    "history": lambda **kw: rendered(transaction_history(), printer=history.render_history, **kw),
+    "alerts": lambda **kw: rendered(ALERTS, printer=status_tables.render_alerts, **kw),
+    "versions": lambda **kw: rendered(publications(), printer=versions.render_versions, **kw),
+    "card": lambda **kw: rendered(card(), printer=consumers.render_card, **kw),
     "versions checked": lambda **kw: rendered(
         publications(), printer=render_versions_checked, **kw
     ),
-    "show": lambda **kw: rendered(shown(), printer=render.render_shown, **kw),
-    "models": lambda **kw: rendered(registered(), printer=render_models.render_models, **kw),
-    "trained": lambda **kw: rendered(registered()[1], printer=render_models.render_model, **kw),
-    "impact": lambda **kw: rendered(impact(), printer=render_models.render_impact, **kw),
-    "retrained": lambda **kw: rendered(retrained(), printer=render_models.render_retrained, **kw),
+    "show": lambda **kw: rendered(shown(), printer=versions.render_shown, **kw),
+    "models": lambda **kw: rendered(registered(), printer=models.render_models, **kw),
+    "trained": lambda **kw: rendered(registered()[1], printer=models.render_model, **kw),
+    "impact": lambda **kw: rendered(impact(), printer=models.render_impact, **kw),
+    "retrained": lambda **kw: rendered(retrained(), printer=models.render_retrained, **kw),
 }
 # The names each table must show whole, each time on one line.
 NAMES = {
@@ -520,7 +531,7 @@ def test_names_whole_on_one_line(name: str) -> None:
 
 def test_intervals_wrap_between_ranges() -> None:
     # 30 columns: a plain wrap at spaces would split "2026-01-05 .. 2026-01-07" after "..".
-    text = rendered_at(30, render.Intervals(SCATTERED))
+    text = rendered_at(30, cells.Intervals(SCATTERED))
     assert text.splitlines() == [
         "2026-01-03,",
         "2026-01-05 .. 2026-01-07,",
@@ -529,12 +540,12 @@ def test_intervals_wrap_between_ranges() -> None:
         "2026-01-17",
     ]
     # A range alone wider than the column: at its spaces, nothing lost.
-    assert rendered_at(16, render.Intervals([SCATTERED[1]])).split() == [
+    assert rendered_at(16, cells.Intervals([SCATTERED[1]])).split() == [
         "2026-01-05",
         "..",
         "2026-01-07",
     ]
-    assert rendered_at(30, render.Intervals([])).strip() == "-"
+    assert rendered_at(30, cells.Intervals([])).strip() == "-"
 
 
 def test_numbers_whole() -> None:
@@ -555,7 +566,7 @@ def test_stock_command_pastes_as_one() -> None:
     assert command == manifest().stock_commands[0]
     assert lines[start].endswith(" \\")  # a shell continuation, not a wrapped line
     short = "sqlmesh plan --restate-model m --start 2026-01-01 --end 2026-01-02"
-    assert render.shell_lines(short, WIDTH) == f"  {short}"
+    assert cells.shell_lines(short, WIDTH) == f"  {short}"
 
 
 def test_log_filters_one_restatement() -> None:
@@ -579,7 +590,7 @@ def test_status_without_pending_late_data_says_so_in_one_line() -> None:
         pending_provisional={},
         absorbed_but_final={},
     )
-    text = rendered(quiet, printer=render.render_status)
+    text = rendered(quiet, printer=status_tables.render_status)
     assert "No late data waits for a restatement" in text
     assert "Late data prod does not reflect yet" not in text
     assert "Late data prod does not reflect yet" in TABLES["status"]()
@@ -610,7 +621,7 @@ def test_history_tells_the_transactions_story() -> None:
         f"Now in silver.sales_transactions: transaction_id {TRANSACTION}, store_id 17, "
         "event_date 2026-01-05, net_amount 1234567.50, record_type sale, version_count 1."
     ) in flat
-    empty = rendered(KeyHistory("T-404", [], []), printer=render.render_history)
+    empty = rendered(KeyHistory("T-404", [], []), printer=history.render_history)
     assert "No bronze record and no restatement names key T-404" in empty
 
 
@@ -619,4 +630,4 @@ def test_alerts_name_source_metric_and_tier() -> None:
     assert "source partner_feed_of_stores: late_ratio 98.76% > 5.00% (tier daily)" in text
     assert "source pos: lag_hours_p99 12,345.6 h > 120.0 h (tier daily)" in text
     assert "waited 1,000.2 h for a restatement (limit 72.0 h)" in text
-    assert "Check passed" in rendered([], printer=render.render_alerts)
+    assert "Check passed" in rendered([], printer=status_tables.render_alerts)

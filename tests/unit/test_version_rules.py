@@ -1,15 +1,16 @@
-"""The rules of ``tardy.versions`` that need no Spark: which publication ``--as-of`` names,
-how a value becomes text in the deterministic export, who produced a Delta version."""
+"""The rules of ``tardy.consumers.versions`` that need no Spark: which publication
+``--as-of`` names, how a value becomes text in the deterministic export, who produced a
+Delta version."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
 
-from tardy.errors import InputError
-from tardy.versions import (
+from tardy.consumers.versions import (
     NULL,
     Publication,
     VersionNotFound,
@@ -17,8 +18,10 @@ from tardy.versions import (
     as_text,
     resolve,
 )
+from tardy.errors import InputError
 
 TABLE = "gold.daily_store_revenue"
+ID = "20260115T093012Z-week_2"
 
 
 def _published(version: int, delta_version: int, at: str, table: str = TABLE) -> Publication:
@@ -95,13 +98,21 @@ def test_each_value_has_one_text(value: object, text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("user_metadata", "producer"),
+    ("user_metadata", "producer", "restatement", "restated"),
     [
-        ("tardy:promote:20260115T093012Z-week_2", "20260115T093012Z-week_2"),
-        ("tardy:rollback:20260115T093012Z-week_2", "rollback:20260115T093012Z-week_2"),
-        (None, "run"),
-        ("someone else's note", "run"),
+        ("tardy:promote:20260115T093012Z-week_2", ID, ID, True),
+        ("tardy:rollback:20260115T093012Z-week_2", f"rollback:{ID}", ID, False),
+        (None, "run", None, False),
+        ("someone else's note", "run", None, False),
     ],
 )
-def test_who_produced_a_delta_version(user_metadata: str | None, producer: str) -> None:
+def test_who_produced_a_delta_version(
+    user_metadata: str | None, producer: str, restatement: str | None, restated: bool
+) -> None:
+    """The producer of a Delta version, then what a publication of it says: the restatement
+    it comes from, and whether a restatement's promotion produced it (the card's
+    ``last_restated_at``, the release note's reason and actor)."""
     assert _producer(user_metadata) == producer
+    publication = dataclasses.replace(HISTORY[0], produced_by=producer)
+    assert publication.restatement_id == restatement
+    assert publication.restated is restated

@@ -100,7 +100,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from tardy.demo import run_demo
     from tardy.project import open_context
-    from tardy.render import render_summary
+    from tardy.rendering.summary import render_summary
 
     with err.status("Starting Spark and loading the SQLMesh project"):
         context = open_context(args.gateway, progress_to_stderr=args.json)
@@ -116,7 +116,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_engine(args: argparse.Namespace) -> int:
     from tardy import warm
     from tardy.project import engine_settings
-    from tardy.render import render_engine
+    from tardy.rendering.engine import render_engine
 
     paths = warm.Paths(activate().root)
     if args.action == "start":

@@ -21,7 +21,7 @@ def _window(args: argparse.Namespace) -> Window:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from tardy.render_models import render_model
+    from tardy.rendering.models import render_model
     from tardy.training.pipeline import train
 
     spark = spark_without_project(args)
@@ -35,7 +35,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_impact(args: argparse.Namespace) -> int:
-    from tardy.render_models import render_impact
+    from tardy.rendering.models import render_impact
     from tardy.training.pipeline import impact
 
     spark = spark_without_project(args)
@@ -48,7 +48,7 @@ def cmd_impact(args: argparse.Namespace) -> int:
 
 
 def cmd_retrain(args: argparse.Namespace) -> int:
-    from tardy.render_models import render_retrained
+    from tardy.rendering.models import render_retrained
     from tardy.training.pipeline import retrain
 
     spark = spark_without_project(args)
@@ -62,7 +62,7 @@ def cmd_retrain(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from tardy.render_models import render_models
+    from tardy.rendering.models import render_models
     from tardy.training.pipeline import registered, rollback
 
     home = activate().root

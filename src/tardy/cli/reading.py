@@ -14,7 +14,7 @@ from tardy.home import activate
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from tardy.project import open_context, spark_of
-    from tardy.render import render_summary
+    from tardy.rendering.summary import render_summary
     from tardy.report import summarize
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
@@ -27,7 +27,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_fingerprint(args: argparse.Namespace) -> int:
-    from tardy.fingerprint import fingerprints
+    from tardy.consumers.fingerprint import fingerprints
     from tardy.project import open_context, spark_of
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
@@ -41,7 +41,7 @@ def cmd_fingerprint(args: argparse.Namespace) -> int:
 
 
 def render_manifest(manifest: t.Any) -> None:
-    from tardy.render import render_manifest
+    from tardy.rendering.restatement import render_manifest
 
     render_manifest(manifest, console)
 
@@ -100,9 +100,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
+    from tardy.consumers.versions import publish
     from tardy.engine.restate import hold
     from tardy.project import open_context, spark_of
-    from tardy.versions import publish
 
     # Under the restatement lock, like a promotion's own publication: version numbers are
     # counted per model, so two publishers at once would number one version twice.
@@ -121,8 +121,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    from tardy.render import render_versions
-    from tardy.versions import publications, readable
+    from tardy.consumers.versions import publications, readable
+    from tardy.rendering.versions import render_versions
 
     spark = spark_without_project(args)
     found = publications(spark, args.table)
@@ -148,7 +148,7 @@ def _print_note(args: argparse.Namespace, spark: t.Any, found: list[t.Any]) -> i
     """``tardy versions TABLE --notes vN``: the version's release note (composed again when a
     killed process never wrote it)."""
     from tardy.consumers import notes
-    from tardy.versions import resolve
+    from tardy.consumers.versions import resolve
 
     if not args.table:
         raise InputError("--notes needs a table: tardy versions TABLE --notes vN")
@@ -172,7 +172,7 @@ def _print_note(args: argparse.Namespace, spark: t.Any, found: list[t.Any]) -> i
 def cmd_card(args: argparse.Namespace) -> int:
     from tardy.consumers.card import card
     from tardy.project import open_context, spark_of
-    from tardy.render_consumers import render_card
+    from tardy.rendering.consumers import render_card
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
     with err.status(f"Reading {args.table}'s publications and sources"):
@@ -203,7 +203,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from tardy.consumers.rereads import show
-    from tardy.render import render_shown
+    from tardy.rendering.versions import render_shown
 
     shown = show(spark_without_project(args), args.table, args.as_of, args.day)
     if args.json:
@@ -215,17 +215,17 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from tardy.alerts import check, thresholds
+    from tardy.consumers.status import Status
     from tardy.recorded import Answer, Source
-    from tardy.render import render_alerts, render_status
+    from tardy.rendering.status import render_alerts, render_status
     from tardy.sources import declared
-    from tardy.status import Status
 
     recorded, source = _recorded(args, Answer.STATUS), Source.RECORDED
     if recorded is not None:
         result = Status.from_dict(recorded.answers[Answer.STATUS])
         variables = recorded.answers[Answer.VARIABLES]
     else:
-        from tardy import status as measure
+        from tardy.consumers import status as measure
 
         context, spark, recording = _opened_for_recording(args)
         with err.status("Measuring lateness and comparing new bronze rows with prod"):
@@ -263,10 +263,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    from tardy.consumers.history import history
     from tardy.engine.meter import Meter
-    from tardy.history import history
     from tardy.project import open_context, spark_of
-    from tardy.render import render_history
+    from tardy.rendering.history import render_history
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
     meter = Meter(spark_of(context))

@@ -18,7 +18,7 @@ def _render_outcome(outcome: t.Any) -> None:
     if outcome.manifest is not None:
         render_manifest(outcome.manifest)
     if outcome.diff is not None:
-        from tardy.render import diff_table
+        from tardy.rendering.restatement import diff_table
 
         console.print(diff_table(outcome.diff))
         for trip in outcome.diff.breaker:
@@ -248,7 +248,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 def cmd_log(args: argparse.Namespace) -> int:
     from tardy.engine import log as restatement_log
-    from tardy.render import log_table
+    from tardy.rendering.restatement import log_table
 
     spark = spark_without_project(args)
     if args.json:

@@ -1,11 +1,11 @@
 """What consumers read by name: the latest publication, or only its final periods.
 
-For every published model (tag ``published``, ``tardy.versions.published_snapshots``):
+For every published model (tag ``published``, ``tardy.consumers.versions.published_snapshots``):
 
-- ``<schema>_published.<table>`` (``tardy.versions``): the latest publication, provisional
+- ``<schema>_published.<table>`` (``tardy.consumers.versions``): the latest publication, provisional
   days included: speed;
 - ``<schema>_final.<table>`` (here): the same rows of the periods that are final by the rule
-  ``tardy status`` uses (``tardy.status``): a day D is final when ``D < date(W)``, ``W =
+  ``tardy status`` uses (``tardy.consumers.status``): a day D is final when ``D < date(W)``, ``W =
   max(arrival_ts over every declared bronze table) - grace_days``; a period (a week, a
   month) when its last day is. The view computes ``W`` from bronze when it is read, so it is
   never stale: accuracy.
@@ -69,9 +69,9 @@ WHERE p.`{column}` < w.first_provisional_key
 def point_final(context: Context, spark: SparkSession, tables: t.Iterable[str]) -> list[str]:
     """(Re)create the final alias of each published model in ``tables`` over its published
     view; returns their names. A view's schema is created when missing."""
+    from tardy.consumers.versions import create_view, view_name
     from tardy.engine import sqlmesh_api
     from tardy.engine.closure import Closure
-    from tardy.versions import create_view, view_name
 
     closure = Closure(context, sqlmesh_api.model_snapshots(context))
     grace, bronze = int(context.config.variables["grace_days"]), arrivals(spark)

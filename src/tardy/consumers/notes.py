@@ -1,12 +1,12 @@
 """Release notes: what each published version changed, for the people who read the numbers.
 
-Every publication (``tardy.versions.publish``) writes ``$TARDY_HOME/releases/<table>/v<N>.json``
-and ``v<N>.md``: the version and the one it supersedes, who produced it (a restatement with
-its reason and actor, a rollback, or a run), each changed day with its revision, the rows
-added, removed and changed there (by the model's grain, as the restatement's diff counts
-them: ``tardy.engine.diff.compare_sql``) and each measure's total before and after, per day
-and over the changed days; whether the change is *material*; and until when the superseded
-version stays readable.
+Every publication (``tardy.consumers.versions.publish``) writes
+``$TARDY_HOME/releases/<table>/v<N>.json`` and ``v<N>.md``: the version and the one it
+supersedes, who produced it (a restatement with its reason and actor, a rollback, or a run),
+each changed day with its revision, the rows added, removed and changed there (by the model's
+grain, as the restatement's diff counts them: ``tardy.engine.diff.compare_sql``) and each
+measure's total before and after, per day and over the changed days; whether the change is
+*material*; and until when the superseded version stays readable.
 
 The measures are the model's numeric columns outside its grain and time column (its
 metadata, never a list in Python). A change is material when, on some changed day, the row
@@ -41,7 +41,7 @@ if t.TYPE_CHECKING:
     from sqlmesh import Context
     from sqlmesh.core.snapshot import Snapshot
 
-    from tardy.versions import Publication
+    from tardy.consumers.versions import Publication
 
 RELEASES = "releases"
 DEFAULT_MATERIAL_CHANGE = 0.01
@@ -154,7 +154,7 @@ def compose(
 ) -> list[Note]:
     """The notes of the ``new`` publications, each against the publication it supersedes
     (``superseded``, by table): one statement compares them all, one log read per producer."""
-    from tardy.versions import published_snapshots
+    from tardy.consumers.versions import published_snapshots
 
     snapshots = published_snapshots(context) if new else {}
     materiality = Materiality.of(context.config.variables)
@@ -176,7 +176,7 @@ def compose(
     producers = _producers(spark, new)
     notes = []
     for index, publication in enumerate(new):
-        restatement_id = _restatement_of(publication.produced_by)
+        restatement_id = publication.restatement_id
         note = _note(
             publication,
             superseded.get(publication.table_name),
@@ -232,22 +232,13 @@ def _comparison(
     )
 
 
-def _restatement_of(produced_by: str) -> str | None:
-    """The restatement id in a producer (``<id>``, ``rollback:<id>``; None for a run)."""
-    from tardy.versions import RUN
-
-    if produced_by == RUN:
-        return None
-    return produced_by.split(":", 1)[1] if ":" in produced_by else produced_by
-
-
 def _producers(spark: SparkSession, new: list[Publication]) -> dict[str, tuple[str, str]]:
     """Per restatement that produced a version: its reason and actor, from its log (its
     last entry: a rollback's reason is the rollback's)."""
     from tardy.engine import log
 
     out = {}
-    for restatement_id in {_restatement_of(p.produced_by) for p in new} - {None}:
+    for restatement_id in {p.restatement_id for p in new} - {None}:
         assert restatement_id is not None
         entries = log.entries(spark, restatement_id)
         if entries:
@@ -291,7 +282,7 @@ def _note(
         for m in measures
         if days and all(m in d.measures for d in days)
     }
-    restatement_id = _restatement_of(publication.produced_by)
+    restatement_id = publication.restatement_id
     readable_until, retention = _retention(publication, last)
     return Note(
         table=publication.table_name,
@@ -401,7 +392,7 @@ def note_of(
     """The note of the version of ``table_name`` that ``as_of`` names (``versions.resolve``):
     its file, or (a process killed before it wrote one) composed again from the two versions
     and written."""
-    from tardy.versions import publications, resolve
+    from tardy.consumers.versions import publications, resolve
 
     history = publications(spark, table_name)
     mine = resolve(history, table_name, as_of)

@@ -43,7 +43,7 @@ from tardy.errors import InputError
 
 if t.TYPE_CHECKING:
     from tardy.consumers.notes import Note
-    from tardy.versions import Publication
+    from tardy.consumers.versions import Publication
 
 OUTBOX = "outbox"
 FILE_SINK = "notifications.jsonl"

@@ -1,5 +1,5 @@
 """Re-reading a published version (``tardy export``, ``tardy show``): its rows as they were
-published, checked against the hash recorded with it (``tardy.versions``)."""
+published, checked against the hash recorded with it (``tardy.consumers.versions``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
 
-from tardy.versions import (
+from tardy.consumers.versions import (
     HashMismatch,
     Publication,
     csv_text,

@@ -26,7 +26,7 @@ Staging (``staging`` → ``staged``, ``audit_failed``, ``breaker_tripped``) is
 ``tardy.engine.machine``'s, which hands a restatement promoted at once to ``promote``. A
 completed promotion returns what it committed in its ``Outcome``; the command's caller
 publishes it (``outcome.Publish``) under the same lock: the engine never imports
-``tardy.versions``.
+``tardy.consumers.versions``.
 """
 
 from __future__ import annotations

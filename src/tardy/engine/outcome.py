@@ -63,7 +63,7 @@ class Outcome:
     statement_seconds: dict[str, float] = field(default_factory=dict)  # statements' own share
     slowest: list[dict[str, object]] = field(default_factory=list)  # (``meter.Meter``)
     # Promoted: the Delta version committed per model, and what that published
-    # (``tardy.versions``: the published models' new versions).
+    # (``tardy.consumers.versions``: the published models' new versions).
     table_versions: dict[str, int] = field(default_factory=dict)
     versions_before: dict[str, int] = field(default_factory=dict)  # before the promotion
     published: list[dict[str, object]] = field(default_factory=list)
@@ -91,7 +91,7 @@ class Outcome:
         }
 
 
-# Publishes what a promotion committed (``tardy.versions``, above the engine): the caller of a
-# command passes it; the lifecycle calls it under the restatement lock after each promotion it
-# completes, a recovered one included, and nothing after a no-op one.
+# Publishes what a promotion committed (``tardy.consumers.versions``, above the engine): the
+# caller of a command passes it; the lifecycle calls it under the restatement lock after each
+# promotion it completes, a recovered one included, and nothing after a no-op one.
 Publish = t.Callable[["Context", "SparkSession", Outcome], list[dict[str, object]]]

@@ -17,7 +17,7 @@
 
 Promote, discard, rollback and recovery are transitions of ``tardy.engine.lifecycle``'s
 table. Each command takes the caller's ``publish`` (``outcome.Publish``:
-``tardy.restatements`` passes ``tardy.versions``'s) and calls it, under the lock, after
+``tardy.restatements`` passes ``tardy.consumers.versions``'s) and calls it, under the lock, after
 every promotion it completes.
 
 Recovery (``_locked``, ``lifecycle.recover``) reads the restatement log

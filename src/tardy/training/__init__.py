@@ -1,6 +1,6 @@
 """Models trained on published versions, with their lineage (issue 27).
 
-A training pipeline reads *pinned* published versions (``tardy.versions``), never the live
+A training pipeline reads *pinned* published versions (``tardy.consumers.versions``), never the live
 tables, so the rows it learned from can be re-read byte for byte; MLflow records the run and
 registers the model with the versions, day ranges and snapshot hash it came from. When a
 restatement changes days a model read, ``impact`` names it stale and ``retrain`` trains a

@@ -1,6 +1,6 @@
 """Which model versions a restatement made stale, and the rule that crowns a challenger.
 
-Pure functions of the published versions (``tardy.versions``) and the registered models'
+Pure functions of the published versions (``tardy.consumers.versions``) and the registered models'
 lineage (``tardy.training.registry``), so each rule is stated once and tested without Spark.
 
 *Stale*: a model version read a published version ``T@vJ`` over the days ``[first, last]``;
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tardy.consumers.versions import Publication
 from tardy.errors import InputError
 from tardy.training.registry import Registered
-from tardy.versions import Publication
 
 DEFAULT_TOLERANCE = 0.05
 

@@ -15,12 +15,12 @@ import typing as t
 from dataclasses import dataclass
 from pathlib import Path
 
+from tardy.consumers.versions import Publication, publications, resolve
 from tardy.engine.log import code_version
 from tardy.engine.meter import Meter
 from tardy.errors import InputError
 from tardy.training import lineage, model, snapshot
 from tardy.training.registry import ALIAS, MODEL_NAME, Lineage, Registered, Registry
-from tardy.versions import Publication, publications, resolve
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -3,14 +3,14 @@
 The store revenue model learns, per store and *feature day* ``d``, the revenue of the
 ``horizon_days`` days after ``d`` (the label, from ``gold.daily_store_revenue``) from the
 features of ``d`` (``gold.store_features``). Both are read at a published version
-(``tardy.versions``): Delta time travel, so the same pins give the same rows whenever the
+(``tardy.consumers.versions``): Delta time travel, so the same pins give the same rows whenever the
 snapshot is rebuilt, and a restatement that changes a day publishes a new version instead of
 changing what an old snapshot read.
 
 A feature day is in the snapshot when its whole label window lies within the label version's
 days. The last ``holdout_days`` feature days are held out for evaluation; the model learns
 from the days before them. The snapshot's SHA-256 is that of its rows as text (the form of
-``tardy.versions.as_text``), sorted: rebuilding from the same pins gives the same hash.
+``tardy.consumers.versions.as_text``), sorted: rebuilding from the same pins gives the same hash.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 from datetime import date, timedelta
 from decimal import Decimal
 
+from tardy.consumers.versions import Publication, as_text
 from tardy.errors import InputError
-from tardy.versions import Publication, as_text
 
 if t.TYPE_CHECKING:
     import pandas as pd

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tardy.html.style import RED, SOURCE_COLOURS, TEMPLATE, nothing_yet
-from tardy.html.text import count, plain
+from tardy.rendering.html.style import RED, SOURCE_COLOURS, TEMPLATE, nothing_yet
+from tardy.rendering.html.text import count, plain
 from tardy.report_records import LatenessDay
 
 MAX_DOTS = 60  # days up to which a line over days draws a dot per day

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from tardy.html.text import esc
+from tardy.rendering.html.text import esc
 
 MAX_TABLE_ROWS = 200  # rows of a page table; the rest is counted in an "and N more" line
 

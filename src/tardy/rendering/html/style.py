@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from tardy.html.text import plain
+from tardy.rendering.html.text import plain
 
 MAX_HOVER_LINES = 8  # restatements listed in one hover text
 

@@ -8,7 +8,7 @@ import typing as t
 from rich.markup import escape
 from rich.table import Table
 
-from tardy.render import _names_column, _num, timestamp
+from tardy.rendering.cells import names_column, number, timestamp
 
 if t.TYPE_CHECKING:
     from rich.console import Console
@@ -44,14 +44,14 @@ def render_card(card: Card, console: Console) -> None:
     console.print(table)
     if card.sources:
         sources = Table(title="The sources it reads")
-        _names_column(sources, "source", [s.source_system for s in card.sources])
+        names_column(sources, "source", [s.source_system for s in card.sources])
         for header in ("late %", "lag p95 h", "latest arrival"):
             sources.add_column(header, justify="right")
         for s in card.sources:
             sources.add_row(
                 escape(s.source_system),
                 "-" if s.late_ratio is None else f"{s.late_ratio:.2%}",
-                _num(s.lag_hours_p95, ".1f"),
+                number(s.lag_hours_p95, ".1f"),
                 timestamp(s.max_arrival_ts) or "-",
             )
         console.print(sources)

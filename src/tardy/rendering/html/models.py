@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tardy.html.page import Markup, table
-from tardy.html.text import esc
+from tardy.rendering.html.page import Markup, table
+from tardy.rendering.html.text import esc
 from tardy.report_records import ModelRow
 
 HOW = (

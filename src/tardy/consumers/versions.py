@@ -134,6 +134,19 @@ class Publication:
     def name(self) -> str:
         return f"{self.table_name}@v{self.version}"
 
+    @property
+    def restatement_id(self) -> str | None:
+        """The restatement it comes from: the one a promotion committed (``produced_by`` is
+        its id) or rolled back (``rollback:<id>``); None for a run (``_producer``'s rule)."""
+        if self.produced_by == RUN:
+            return None
+        return self.produced_by.split(":", 1)[1] if ":" in self.produced_by else self.produced_by
+
+    @property
+    def restated(self) -> bool:
+        """Whether a restatement's promotion produced it (not a run, not a rollback)."""
+        return self.restatement_id == self.produced_by
+
     def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "name": self.name}
 
@@ -440,15 +453,15 @@ def publish(
         _announce(context, history, rows, written)
         pointed = list({**latest, **{p.table_name: p for p in rows}}.values())
         _point_views(spark, pointed if all_views else rows)
-        # The final aliases read the published views: created with a model's first
-        # publication, recreated by `tardy publish` (a source or grace window changed). The
-        # models' status views (``tardy.status``) only by `tardy publish`: at a promotion's
+        # The final aliases read the published views: created with a model's first publication,
+        # recreated by `tardy publish` (a source or grace window changed). The models' status
+        # views (``tardy.consumers.status``) only by `tardy publish`: at a promotion's
         # publication they would add 9 statements to the first restatement of every home.
         finals = [p.table_name for p in pointed if all_views or (p in rows and p.version == 1)]
         if finals:
             point_final(context, spark, finals)
         if all_views:
-            from tardy.status import ensure_status_views
+            from tardy.consumers.status import ensure_status_views
 
             ensure_status_views(context, spark, [p.table_name for p in pointed])
     return Published(rows, meter.statements["publish"], round(meter.seconds["publish"], 3))

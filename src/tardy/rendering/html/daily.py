@@ -10,10 +10,19 @@ from datetime import datetime, timedelta
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tardy.html.style import BLUE, GREEN, GREY, MAX_HOVER_LINES, ORANGE, RED, TEMPLATE, nothing_yet
-from tardy.html.text import amount, change, decimal, number, plain, short
+from tardy.consumers.status import DAILY_TABLE
+from tardy.rendering.html.style import (
+    BLUE,
+    GREEN,
+    GREY,
+    MAX_HOVER_LINES,
+    ORANGE,
+    RED,
+    TEMPLATE,
+    nothing_yet,
+)
+from tardy.rendering.html.text import amount, change, decimal, number, plain, short
 from tardy.report_records import DailyRevision
-from tardy.status import DAILY_TABLE
 
 
 def runs(days: Sequence[str], flags: Sequence[bool]) -> list[tuple[str, str]]:

@@ -46,7 +46,7 @@ stale; the grace window is written into it when ``ensure_status_views`` (re)crea
 ``tardy publish`` does, and every ``status`` call does for
 ``tardy.daily_store_revenue_status``, the one ``status`` reads.
 
-``tardy status`` prints a ``Status`` with ``tardy.render.render_status``.
+``tardy status`` prints a ``Status`` with ``tardy.rendering.status.render_status``.
 """
 
 from __future__ import annotations
@@ -497,10 +497,10 @@ def status(context: Context, spark: SparkSession) -> Status:
 
     Also (re)creates the view ``tardy.daily_store_revenue_status``.
     """
+    from tardy.consumers.versions import published_snapshots
     from tardy.engine import sqlmesh_api
     from tardy.engine.closure import Closure
     from tardy.engine.detect import detect
-    from tardy.versions import published_snapshots
 
     grace = int(context.config.variables["grace_days"])
     ensure_status_view(context, spark)

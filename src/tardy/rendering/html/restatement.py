@@ -7,9 +7,17 @@ from __future__ import annotations
 import typing as t
 from collections.abc import Sequence
 
-from tardy.html.intervals import intervals_figure
-from tardy.html.page import Chart, Markup, chart_section, code_block, page, status_badge, table
-from tardy.html.text import amount, change, esc, short
+from tardy.rendering.html.intervals import intervals_figure
+from tardy.rendering.html.page import (
+    Chart,
+    Markup,
+    chart_section,
+    code_block,
+    page,
+    status_badge,
+    table,
+)
+from tardy.rendering.html.text import amount, change, esc, short
 from tardy.report_records import IntervalChange, RestatementReport, TrailRow
 
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tardy.html.daily import daily_figure
-from tardy.html.intervals import intervals_figure
-from tardy.html.lateness import lateness_figure
-from tardy.html.models import models_section
-from tardy.html.page import Chart, cards, chart_section, page, status_badge, table
-from tardy.html.periods import periods_figure
-from tardy.html.quarantine import quarantine_figure
+from tardy.consumers.status import DAILY_TABLE
+from tardy.rendering.html.daily import daily_figure
+from tardy.rendering.html.intervals import intervals_figure
+from tardy.rendering.html.lateness import lateness_figure
+from tardy.rendering.html.models import models_section
+from tardy.rendering.html.page import Chart, cards, chart_section, page, status_badge, table
+from tardy.rendering.html.periods import periods_figure
+from tardy.rendering.html.products import products_section
+from tardy.rendering.html.quarantine import quarantine_figure
 from tardy.report_records import Report, RestatedPeriod, RestatementSummary
-from tardy.status import DAILY_TABLE
 
 MAX_RESTATEMENTS = 10  # restatements in the report page's before/after chart (the latest)
 
@@ -114,6 +115,7 @@ def report_page(report: Report) -> str:
         f"Generated {report.generated_at} · data home {report.home}",
         [cards(facts)]
         + [chart_section(c) for c in charts]
+        + ([products_section(report.cards)] if report.cards else [])
         + ([models_section(report.models)] if report.models else []),
     )
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from tardy.html.style import TEMPLATE, nothing_yet
-from tardy.html.text import plain, short
+from tardy.rendering.html.style import TEMPLATE, nothing_yet
+from tardy.rendering.html.text import plain, short
 from tardy.report_records import QuarantineDay
 
 REASON_COLOURS = ("#dc2626", "#d97706", "#7c3aed", "#0891b2", "#65a30d", "#db2777", "#475569")

@@ -1,5 +1,5 @@
 """The terminal rendering of the models commands (``train``, ``impact``, ``retrain``,
-``models``), with ``tardy.render``'s layout rules: 80 columns, names never cut."""
+``models``), with ``tardy.rendering``'s layout rules: 80 columns, names never cut."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import typing as t
 from rich.console import Console
 from rich.table import Table
 
-from tardy.render import _day_span
+from tardy.rendering.cells import day_span
 
 if t.TYPE_CHECKING:
     from tardy.training.pipeline import Impact, Retrained
@@ -63,7 +63,7 @@ def render_impact(impact: Impact, console: Console) -> None:
     table.add_column("changed days")
     for s in impact.superseded:
         table.add_row(
-            s.old.name if s.old else "-", f"v{s.new.version}", _day_span(s.new.changed_days)
+            s.old.name if s.old else "-", f"v{s.new.version}", day_span(s.new.changed_days)
         )
     console.print(table)
     if not impact.stale:
@@ -77,7 +77,7 @@ def render_impact(impact: Impact, console: Console) -> None:
     stale.add_column("changed days it read")
     for model in impact.stale:
         name = f"v{model.version}" + (" champion" if model.champion else "")
-        stale.add_row(name, model.reads, _day_span(model.days))
+        stale.add_row(name, model.reads, day_span(model.days))
     console.print(stale)
     console.print("Retrain on the corrected versions:")
     console.print(f"tardy retrain --after {impact.restatement_id}", markup=False, highlight=False)

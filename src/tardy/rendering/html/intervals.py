@@ -10,8 +10,8 @@ from decimal import Decimal
 
 import plotly.graph_objects as go
 
-from tardy.html.style import SOURCE_COLOURS, TEMPLATE, nothing_yet
-from tardy.html.text import amount, change, count, decimal, plain, short
+from tardy.rendering.html.style import SOURCE_COLOURS, TEMPLATE, nothing_yet
+from tardy.rendering.html.text import amount, change, count, decimal, plain, short
 from tardy.report_records import IntervalChange, RestatementSummary
 
 MAX_INTERVALS = 40  # intervals per restatement in a before/after chart

@@ -12,7 +12,7 @@ table (one scan). The restatements come from the change trail (``tardy.engine.tr
 rows whose ``row_key`` is the key. The key's current rows are read from the models keyed by
 it over the event days its records and changes name.
 
-``tardy.render.render_history`` prints it.
+``tardy.rendering.history.render_history`` prints it.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from tardy.html.style import MAX_HOVER_LINES, ORANGE, TEMPLATE, nothing_yet
-from tardy.html.text import plain, short
+from tardy.rendering.html.style import MAX_HOVER_LINES, ORANGE, TEMPLATE, nothing_yet
+from tardy.rendering.html.text import plain, short
 from tardy.report_records import RestatedPeriod
 
 

@@ -1,0 +1,90 @@
+"""``tardy summary`` (and the demo's end): rows per layer, the quarantine by model and reason,
+late arrivals per source, weekly revenue."""
+
+from __future__ import annotations
+
+import typing as t
+from collections.abc import Iterable, Mapping
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from tardy.rendering.cells import amount, names_column
+
+if t.TYPE_CHECKING:
+    from tardy.report import Summary
+
+
+def _counts_table(title: str, header: str, counts: dict[str, int]) -> Table:
+    table = Table(title=title)
+    names_column(table, header, counts)
+    table.add_column("rows", justify="right")
+    for name, count in counts.items():
+        table.add_row(name, f"{count:,}")
+    return table
+
+
+def layers_table(rows: dict[str, int]) -> Table:
+    return _counts_table("Rows per layer", "table", rows)
+
+
+def quarantine_table(by_model: dict[str, dict[str, int]]) -> Table:
+    """Every source's quarantine: a section per quarantine model, a row per reason."""
+    table = Table(title="Quarantined by source and reason")
+    names_column(
+        table, "quarantine / reason", [*by_model, *(r for c in by_model.values() for r in c)]
+    )
+    table.add_column("rows", justify="right")
+    for n, (model, counts) in enumerate(by_model.items()):
+        if n:
+            table.add_section()
+        table.add_row(Text(model, style="bold"), f"{sum(counts.values()):,}")
+        for reason, count in counts.items():
+            table.add_row(f"  {reason}", f"{count:,}")
+    return table
+
+
+def late_arrivals_table(by_source: Mapping[str, Mapping[str, t.Any]], grace_days: int) -> Table:
+    """``tardy summary``'s late arrivals, a row per source."""
+    table = Table(title=f"Late arrivals by source (grace: {grace_days} days)")
+    names_column(table, "source", by_source)
+    for header in ("records", "late", f"> {grace_days} days", "p95 lag h"):
+        table.add_column(header, justify="right")
+    for name, lat in by_source.items():
+        table.add_row(
+            escape(name),
+            f"{lat['records_with_event_ts']:,}",
+            f"{lat['late_share']:.1%}",
+            f"{lat['beyond_grace_share']:.2%}",
+            str(lat["p95_lag_hours"]),
+        )
+    return table
+
+
+def weekly_table(weekly: Iterable[dict[str, object]]) -> Table:
+    table = Table(title="Gold revenue by week (all stores)")
+    table.add_column("week", no_wrap=True)
+    table.add_column("transactions", justify="right")
+    table.add_column("revenue", justify="right")
+    for week in weekly:
+        transactions = t.cast(int, week["transactions"])
+        table.add_row(str(week["week_start"]), f"{transactions:,}", amount(week["revenue"]))
+    return table
+
+
+def render_summary(summary: Summary, console: Console) -> None:
+    console.print(layers_table(summary.rows))
+    lat = summary.lateness
+    console.print(
+        f"Late arrivals, every source: [bold]{lat['late_share']:.1%}[/] of "
+        f"{lat['records_with_event_ts']:,} "
+        f"records arrived after their event day; [bold]{lat['beyond_grace_share']:.2%}[/] "
+        f"beyond the {lat['grace_days']}-day grace window (p95 lag {lat['p95_lag_hours']} h)."
+    )
+    by_source = t.cast(Mapping[str, Mapping[str, t.Any]], lat.get("by_source") or {})
+    if by_source:
+        console.print(late_arrivals_table(by_source, t.cast(int, lat["grace_days"])))
+    console.print(quarantine_table(summary.quarantined_by_model))
+    console.print(weekly_table(summary.weekly))
