@@ -104,6 +104,10 @@ def test_connect_ingests_as_local_does(
     cluster: dict[str, str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
+    """A client over Connect ingests the feed's first delivery: bronze on the cluster holds
+    the rows `local`'s `small` template holds. (In the long tier the restatement's client
+    below then ingests the same files into the same lakehouse: the ledger on the cluster
+    makes that a no-op, as for two clients delivering at once in ``test_on_cluster``.)"""
     landing = make_feed(tmp_path_factory.mktemp("first") / "landing")
     home = tmp_path_factory.mktemp("ingest-client")
     env = {**cluster, "TARDY_GATEWAY": "connect", "TARDY_HOME": str(home)}
