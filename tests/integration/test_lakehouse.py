@@ -588,7 +588,8 @@ def assert_report_shows_the_emptied_day(context, spark, staged, prod_rows, day: 
     """The report's first published against final revenue of the day the restatement voided
     whole: what prod held before (read before promotion) against 0, revision 1, with the
     restatement's id and reason; the status summary counts those removed rows too."""
-    from tardy.consumers.status import revisions
+    from tardy.consumers.revisions import revisions
+    from tardy.consumers.versions import published_snapshots
     from tardy.reporting import gather
 
     report = gather(context, spark)
@@ -601,7 +602,7 @@ def assert_report_shows_the_emptied_day(context, spark, staged, prod_rows, day: 
         (staged.restatement_id, "late January data")
     ]
     assert {(p.model, p.period) for p in report.periods} >= {("gold.daily_store_revenue", day)}
-    moved = revisions(spark)
+    moved = revisions(context, spark, published_snapshots(context))["gold.daily_store_revenue"]
     assert moved.days == len([d for d in report.daily if d.revision]) and moved.rows >= len(before)
     assert Decimal(moved.now) - Decimal(moved.first_published) == Decimal(moved.net_change)
 

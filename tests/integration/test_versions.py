@@ -322,6 +322,48 @@ def test_status_names_each_restated_period_with_its_model(story) -> None:
     assert by_model["gold.weekly_store_revenue"] == {str(week) for week in weeks}
 
 
+# What `status` sums per model: its grain, time column and headline measure (the models' own
+# MODEL blocks; the measure is the one project.yaml's release notes judge).
+MOVED = {
+    DAILY: (("event_date", "store_id"), "event_date", "revenue"),
+    "gold.weekly_store_revenue": (("week_start", "store_id"), "first_day", "revenue"),
+    "gold.daily_store_net_revenue": (("event_date", "store_id"), "event_date", "net_revenue"),
+}
+
+
+def _exported(table: str, as_of: str, folder: Path, grain: tuple[str, ...]) -> dict:
+    """A version of ``table`` re-read from its export (CSV): rows by the grain."""
+    exported = _json("export", table, "--as-of", as_of, "--to", str(folder))
+    with Path(exported["path"]).open(newline="") as handle:
+        return {tuple(row[c] for c in grain): row for row in csv.DictReader(handle)}
+
+
+def test_status_says_how_much_restatements_moved_each_published_model(
+    story, tmp_path: Path
+) -> None:
+    """``status --json``'s ``revisions_by_model``: per published model, the rows the two
+    promotions changed, their periods, the highest revision (day A's row: both) and the
+    headline measure first published and now. The oracle: the model's exports of v1 and of
+    the latest version, compared here by grain (no trail, no status view)."""
+    status = _json("status")
+    moved = status["revisions_by_model"]
+    assert set(moved) <= {p["table_name"] for p in story.first["published"]}
+    for table, (grain, time, measure) in MOVED.items():
+        before = _exported(table, "v1", tmp_path / f"{table}-v1", grain)
+        after = _exported(table, "latest", tmp_path / f"{table}-latest", grain)
+        keys = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+        first = sum(Decimal(before[k][measure]) for k in keys if k in before)
+        now = sum(Decimal(after[k][measure]) for k in keys if k in after)
+        got = moved[table]
+        assert (got["model"], got["measure"]) == (table, measure)
+        assert got["rows"] == len(keys) > 0, (table, got)
+        assert got["days"] == len({(after.get(k) or before[k])[time] for k in keys}), table
+        assert got["max_revision"] == 2, (table, got)
+        assert (Decimal(got["first_published"]), Decimal(got["now"])) == (first, now), table
+        assert Decimal(got["net_change"]) == now - first != 0, table
+    assert status["revisions"] == moved[DAILY]
+
+
 def test_the_card_of_a_published_model_says_who_what_and_how_final(story) -> None:
     """``tardy card``: description and owner as the model file declares them, the current
     version and the restatement that last restated it, the day it is final through by the

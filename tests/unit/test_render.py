@@ -17,7 +17,8 @@ from rich.console import Console
 from tardy.alerts import Alert, Metric
 from tardy.consumers.card import Card
 from tardy.consumers.history import KeyHistory
-from tardy.consumers.status import RestatedDay, Revisions, SourceStatus, Status
+from tardy.consumers.revisions import Revisions
+from tardy.consumers.status import RestatedDay, SourceStatus, Status
 from tardy.engine.detect import Manifest
 from tardy.engine.diff import Diff, IntervalDiff
 from tardy.rendering import (
@@ -170,18 +171,29 @@ def status() -> Status:
                 "2026-01-15 09:41:00",
             )
         ],
-        revisions=Revisions(
-            rows=1_234,
-            days=321,
-            max_revision=3,
-            first_published="123456789.05",
-            now="123457001.10",
-            net_change="212.05",
-            gross_change="9876.50",
-            largest_day="2026-01-10",
-            largest_day_change="-1234.50",
-        ),
+        revisions=DAILY_MOVED,
+        revisions_by_model={
+            "gold.daily_store_revenue": DAILY_MOVED,
+            "gold.weekly_store_points": Revisions(
+                model="gold.weekly_store_points", measure=None, rows=4, days=2, max_revision=1
+            ),
+        },
     )
+
+
+DAILY_MOVED = Revisions(
+    model="gold.daily_store_revenue",
+    measure="revenue",
+    rows=1_234,
+    days=321,
+    max_revision=3,
+    first_published="123456789.05",
+    now="123457001.10",
+    net_change="212.05",
+    gross_change="9876.50",
+    largest_day="2026-01-10",
+    largest_day_change="-1234.50",
+)
 
 
 # The issue's case: with a column per source, five sources broke a name mid-word at 80
@@ -597,10 +609,12 @@ def test_status_without_pending_late_data_says_so_in_one_line() -> None:
 
 
 def test_status_says_how_much_restated_days_moved() -> None:
+    """A line per model restatements moved: its headline measure's totals, or its rows."""
     text = " ".join(TABLES["status"]().split())
-    assert "moved 1,234 (day, store) rows on 321 days (up to revision r3)" in text
-    assert "123,456,789.05 → 123,457,001.10, net +212.05, gross 9,876.50" in text
+    assert "moved 1,234 rows of gold.daily_store_revenue on 321 periods (up to revision r3)" in text
+    assert "revenue 123,456,789.05 → 123,457,001.10, net +212.05, gross 9,876.50" in text
     assert "most on 2026-01-10 (-1,234.50)" in text
+    assert "moved 4 rows of gold.weekly_store_points on 2 periods (up to revision r1)." in text
 
 
 def test_history_tells_the_transactions_story() -> None:

@@ -55,6 +55,7 @@ import typing as t
 from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timedelta
 
+from tardy.consumers.revisions import Revisions
 from tardy.engine.delta import single_row
 from tardy.engine.log import PERIODS_VIEW, ensure_log
 from tardy.engine.trail import ensure_trail, standing_rows
@@ -248,23 +249,6 @@ def restated_days(
     ]
 
 
-@dataclass
-class Revisions:
-    """How much restatements moved the days of daily gold since first published (the rows of
-    the status view with ``revision > 0``, and the rows restatements removed); decimals as
-    text."""
-
-    rows: int = 0  # (day, store) rows restated at least once (removed ones included)
-    days: int = 0
-    max_revision: int = 0
-    first_published: str = "0"  # the measure over those rows, as first published
-    now: str = "0"
-    net_change: str = "0"
-    gross_change: str = "0"  # the sum of each row's absolute change
-    largest_day: str | None = None  # the day whose rows moved most (absolute, summed)
-    largest_day_change: str | None = None
-
-
 # The rows of daily gold that promoted (not rolled back) restatements removed, and no later
 # one added back: the status view (daily gold's rows) lacks them, yet they moved their day.
 # Per row: its day, revision and first published value (``{{measure_type}}``: the measure's).
@@ -277,48 +261,10 @@ GROUP BY row_key, event_date
 HAVING MAX_BY(change, promoted_at) = 'removed'
 """
 
-REVISIONS_SQL = f"""
-WITH moved AS (
-  SELECT event_date, revision, first_published_{DAILY_MEASURE} AS first,
-         {DAILY_MEASURE} AS now, {DAILY_MEASURE}_change_since_first_published AS change
-  FROM {DAILY_STATUS_VIEW} WHERE revision > 0
-  UNION ALL
-  SELECT event_date, revision, first_published AS first, 0 AS now, -first_published AS change
-  FROM ({REMOVED_ROWS_SQL})
-), by_day AS (
-  SELECT event_date, SUM(change) AS change FROM moved GROUP BY event_date
-)
-SELECT COUNT(*) AS rows, COUNT(DISTINCT event_date) AS days, MAX(revision) AS max_revision,
-       CAST(SUM(first) AS STRING) AS first, CAST(SUM(now) AS STRING) AS now,
-       CAST(SUM(change) AS STRING) AS net, CAST(SUM(ABS(change)) AS STRING) AS gross,
-       (SELECT MAX_BY(event_date, ABS(change)) FROM by_day) AS largest_day,
-       (SELECT CAST(MAX_BY(change, ABS(change)) AS STRING) FROM by_day) AS largest_change
-FROM moved
-"""
-
 
 def measure_type(spark: SparkSession) -> str:
     """The SQL type of daily gold's measure (``decimal(18,2)``)."""
     return spark.table(DAILY_TABLE).schema[DAILY_MEASURE].dataType.simpleString()
-
-
-def revisions(spark: SparkSession) -> Revisions:
-    """The summary of the restated rows of daily gold, removed ones included (one
-    statement)."""
-    row = single_row(spark.sql(REVISIONS_SQL.format(measure_type=measure_type(spark))))
-    if not row.rows:
-        return Revisions()
-    return Revisions(
-        rows=int(row.rows),
-        days=int(row.days),
-        max_revision=int(row.max_revision),
-        first_published=row.first,
-        now=row.now,
-        net_change=row.net,
-        gross_change=row.gross,
-        largest_day=row.largest_day.isoformat(),
-        largest_day_change=row.largest_change,
-    )
 
 
 @dataclass
@@ -339,7 +285,9 @@ class Status:
     # latest one.
     restated: list[RestatedDay] = field(default_factory=list)
     # How much restated days moved since first published.
-    revisions: Revisions = field(default_factory=Revisions)
+    revisions: Revisions = field(default_factory=Revisions)  # daily gold's (``DAILY_TABLE``)
+    # Every published model's that restatements moved (``tardy.consumers.revisions``).
+    revisions_by_model: dict[str, Revisions] = field(default_factory=dict)
     # How long the oldest pending late row for a final day has waited (None: none pending).
     pending_age_hours: float | None = None
     # The detect manifest the pending periods come from; not in ``as_dict`` (``detect`` holds
@@ -361,6 +309,10 @@ class Status:
                 "overall": SourceStatus(**raw["overall"]),
                 "restated": [RestatedDay(**d) for d in raw["restated"]],
                 "revisions": Revisions(**raw["revisions"]),
+                "revisions_by_model": {
+                    model: Revisions(**moved)
+                    for model, moved in raw.get("revisions_by_model", {}).items()
+                },
             }
         )
 
@@ -497,6 +449,7 @@ def status(context: Context, spark: SparkSession) -> Status:
 
     Also (re)creates the view ``tardy.daily_store_revenue_status``.
     """
+    from tardy.consumers.revisions import revisions
     from tardy.consumers.versions import published_snapshots
     from tardy.engine import sqlmesh_api
     from tardy.engine.closure import Closure
@@ -504,6 +457,7 @@ def status(context: Context, spark: SparkSession) -> Status:
 
     grace = int(context.config.variables["grace_days"])
     ensure_status_view(context, spark)
+    published = published_snapshots(context)
     sources, overall = lateness(spark, grace)
     max_arrival = datetime.fromisoformat(overall.max_arrival_ts) if overall.max_arrival_ts else None
     watermark = data_watermark(max_arrival, grace)
@@ -512,6 +466,7 @@ def status(context: Context, spark: SparkSession) -> Status:
     pending_final, pending_provisional, absorbed_final = split_by_finality(
         manifest, watermark, closure
     )
+    moved = revisions(context, spark, published)
     return Status(
         max_arrival_ts=_iso(max_arrival),
         data_watermark=_iso(watermark),
@@ -531,8 +486,9 @@ def status(context: Context, spark: SparkSession) -> Status:
             "impacted": manifest.impacted,
             "absorbed_by_next_run": manifest.absorbed_by_next_run,
         },
-        restated=restated_days(spark, published_snapshots(context), closure, watermark),
-        revisions=revisions(spark),
+        restated=restated_days(spark, published, closure, watermark),
+        revisions=moved.get(DAILY_TABLE, Revisions(model=DAILY_TABLE)),
+        revisions_by_model=moved,
         pending_age_hours=(
             pending_age_hours(spark, manifest.previous_watermark, grace)
             if any(pending_final.values())

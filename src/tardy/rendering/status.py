@@ -16,6 +16,7 @@ from tardy.rendering.cells import Intervals, Spans, amount, names_column, number
 
 if t.TYPE_CHECKING:
     from tardy.alerts import Alert
+    from tardy.consumers.revisions import Revisions
     from tardy.consumers.status import RestatedDay, SourceStatus, Status
 
 
@@ -112,17 +113,24 @@ def render_status(result: Status, console: Console) -> None:
         console.print("Final periods have late data: `tardy restate --reason ...` applies it.")
     if result.restated:
         console.print(restated_table(result.restated))
-    moved = result.revisions
-    if moved.rows:
-        console.print(
-            f"Since first published, restatements moved {moved.rows:,} (day, store) rows on "
-            f"{moved.days:,} days (up to revision r{moved.max_revision}): "
-            f"{amount(moved.first_published)} → {amount(moved.now)}, net "
-            f"{_signed(moved.net_change)}, gross {amount(moved.gross_change)}; most on "
-            f"{moved.largest_day} ({_signed(moved.largest_day_change)}).",
-            highlight=False,
-        )
+    for moved in sorted(result.revisions_by_model.values(), key=lambda r: r.model):
+        console.print(moved_line(moved), highlight=False)
     console.print(f"Per day: SELECT * FROM {result.view}", markup=False)
+
+
+def moved_line(moved: Revisions) -> str:
+    """How much restatements moved one model since first published, in a sentence."""
+    line = (
+        f"Since first published, restatements moved {moved.rows:,} rows of {moved.model} on "
+        f"{moved.days:,} periods (up to revision r{moved.max_revision})"
+    )
+    if moved.measure is None:
+        return line + "."
+    return (
+        f"{line}: {moved.measure} {amount(moved.first_published)} → {amount(moved.now)}, net "
+        f"{_signed(moved.net_change)}, gross {amount(moved.gross_change)}; most on "
+        f"{moved.largest_day} ({_signed(moved.largest_day_change)})."
+    )
 
 
 def _signed(value: object) -> str:
