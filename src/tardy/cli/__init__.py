@@ -79,8 +79,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     home = activate()
     with err.status("Ingesting into the declared bronze tables"):
         result = ingest(spark, home.landing, [Path(p) for p in args.paths], strict=False)
+    series = None
+    if result.files_ingested:  # the lateness series follows what was committed
+        from dataclasses import asdict
+
+        from tardy.lateness_series import extend
+
+        with err.status("Extending the lateness series"):
+            series = asdict(extend(spark))
     if args.json:
-        print_json(result.as_dict())
+        print_json({**result.as_dict(), "series": series})
     if result.refused:  # every other file was ingested (and printed): name the refused ones
         from rich.markup import escape
 
