@@ -314,3 +314,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         console.print(str(path), markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def cmd_grace(args: argparse.Namespace) -> int:
+    from tardy.alerts import thresholds
+    from tardy.grace import fit, write_grace_days
+    from tardy.home import project_root
+    from tardy.project import open_context, spark_of
+    from tardy.rendering.grace import render_fit
+    from tardy.sources import declared
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    variables = context.config.variables
+    limits = thresholds(variables, declared().tiers())
+    with err.status("Reading the lateness series"):
+        result = fit(spark_of(context), project_root(), variables, limits, args.source)
+    if args.apply and result.suggested != result.current:
+        write_grace_days(project_root(), result.suggested)
+        result.applied = True
+    if args.json:
+        print_json(result.as_dict())
+    else:
+        render_fit(result, console)
+    return 0
