@@ -177,3 +177,87 @@ def test_a_lag_jump_of_six_hours_alerts_its_source_only_naming_its_owner(fed) ->
         (last - timedelta(hours=h)).replace(tzinfo=None).isoformat() for h in (2, 1, 0)
     )
     assert alert.value > 2 and OWNERS["pos"] in alert.message
+
+
+def _smallest_within(buckets: dict[int, int], target: float, low: int, high: int) -> int:
+    measured = sum(buckets.values())
+    for days in range(low, high + 1):
+        if sum(n for b, n in buckets.items() if b > days) <= target * measured:
+            return days
+    return high
+
+
+@pytest.mark.parametrize("daily_target", [0.05, 0.01])
+def test_grace_suggests_the_window_the_landing_files_call_for(fed, daily_target: float) -> None:
+    """Each source's suggestion is the smallest window within its tier's bounds whose late
+    share (from the landing files, by the oracle's buckets) stays within its tier's target;
+    the project's is the largest of them."""
+    from tardy.alerts import thresholds
+    from tardy.grace import fit
+    from tardy.home import project_root
+    from tardy.sources import declared
+
+    home, context, spark = fed
+    variables = dict(context.config.variables)
+    tiers = {name: dict(tier) for name, tier in variables["lateness_alert_tiers"].items()}
+    tiers["daily"]["late_ratio"] = daily_target
+    variables["lateness_alert_tiers"] = tiers
+    result = fit(spark, project_root(), variables, thresholds(variables, declared().tiers()))
+    buckets: dict[str, dict[int, int]] = {}
+    for (source, _), hour in oracle(home.landing).items():
+        for b, n in hour["days_late"].items():
+            mine = buckets.setdefault(source, {})
+            mine[b] = mine.get(b, 0) + n
+    expected = {}
+    for source, mine in buckets.items():
+        tier = declared().sources[source].lateness
+        bounds = tiers[tier]["grace"]
+        target = tiers[tier]["late_ratio"]
+        expected[source] = _smallest_within(mine, target, bounds["min"], bounds["max"])
+    assert {f.source_system: f.suggested for f in result.sources} == expected
+    assert result.suggested == max(expected.values()) and result.current == 3
+    if daily_target == 0.01:  # the five-day-late records call for a wider window
+        assert expected["pos"] > 3
+
+
+def test_grace_apply_yields_a_plan_that_changes_only_the_lookbacks(
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--apply``'s edit of project.yaml, planned on the small template's prod: the plan
+    modifies directly exactly the models whose lookback derives from the window (their
+    files say so), each lookback moved by the change; nothing is applied."""
+    import re
+
+    from children import SMALL, SMALL_CLOCK
+    from test_code_change import copy_project
+
+    from tardy.grace import write_grace_days
+
+    project = copy_project(tmp_path / "project")
+    write_grace_days(project, 5)
+    derived = set()
+    for path in (project / "models").rglob("*.sql"):
+        text = path.read_text()
+        if "@grace_lookback(" in text:
+            derived.add(re.search(r"name ([\w.]+)", text).group(1))
+    for path in (project / "python_models").glob("*.py"):
+        text = path.read_text()
+        if "lookback=grace_days(" in text:
+            derived.add(re.search(r'@model\(\s*"([\w.]+)"', text).group(1))
+    assert len(derived) >= 9, derived
+    SMALL.copy_to(engine, tmp_path / "home")
+    monkeypatch.setenv("TARDY_PROJECT", str(project))
+    try:
+        _, context, _ = engine.open(tmp_path / "home")
+        plan = context.plan(
+            "prod", no_prompts=True, auto_apply=False, skip_tests=True, execution_time=SMALL_CLOCK
+        )
+        diff = plan.context_diff
+        changed = {new.model.name: (new, old) for new, old in diff.modified_snapshots.values()}
+        direct = {name for name, (new, _) in changed.items() if diff.directly_modified(new.name)}
+        assert direct == derived, (direct, derived)
+        for name in direct:
+            new, old = changed[name]
+            assert new.model.kind.lookback == old.model.kind.lookback + 2, name
+    finally:
+        engine.release()
