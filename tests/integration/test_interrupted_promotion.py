@@ -96,6 +96,22 @@ def resume(spark, restatement_id: str) -> dict[str, t.Any]:
     }
 
 
+def assert_completed_once(
+    outcome: dict[str, t.Any], log: list[dict[str, t.Any]], restatement_id: str, tables: int
+) -> dict[str, t.Any]:
+    """The resuming command completed the interrupted promotion: the log's steps, and each
+    table promoted by exactly one commit whatever the kill. The log's promoted entry."""
+    assert outcome["recovered"] == (
+        f"completed the interrupted promotion of restatement {restatement_id}"
+    )
+    assert [e["action"] for e in log] == ["staging", "staged", "promoting", "promoted"]
+    promoted = log[-1]
+    assert len(promoted["table_versions_before"]) == tables
+    for model, before in promoted["table_versions_before"].items():
+        assert promoted["table_versions_after"][model] == before + 1, model
+    return promoted
+
+
 def stock_full_restatement(context) -> dict[str, t.Any]:
     """A stock full restatement of every day from bronze (as ``sqlmesh plan
     --restate-model`` does), then the fingerprint."""
@@ -244,15 +260,7 @@ def test_a_killed_promotion_is_completed_by_the_next_restate_exactly(
         )
     finally:
         engine.release()
-    outcome, log = resumed["restate"], resumed["log"]
-    assert outcome["recovered"] == (
-        f"completed the interrupted promotion of restatement {restatement_id}"
-    )
-    assert [e["action"] for e in log] == ["staging", "staged", "promoting", "promoted"]
-    promoted = log[-1]
-    assert len(promoted["table_versions_before"]) == tables
-    for model, before in promoted["table_versions_before"].items():
-        assert promoted["table_versions_after"][model] == before + 1, model
+    assert_completed_once(resumed["restate"], resumed["log"], restatement_id, tables)
     assert resumed["fingerprint"] != staged["fingerprint"]
     trail = resumed["trail"]
     assert trail and len({tuple(row[:3]) for row in trail}) == len(trail)
@@ -329,14 +337,7 @@ def _killed_on_the_warm_engine(engine, tmp_path: Path, *, then_cut: bool) -> Non
         assert serving["pid"] == started["pid"]
     finally:
         _run(home, str(BIN / "tardy"), "engine", "stop", env=warm)
-    assert outcome["recovered"] == (
-        f"completed the interrupted promotion of restatement {restatement_id}"
-    )
-    assert [e["action"] for e in log] == ["staging", "staged", "promoting", "promoted"]
-    promoted = log[-1]
-    assert len(promoted["table_versions_before"]) == tables
-    for model, before in promoted["table_versions_before"].items():
-        assert promoted["table_versions_after"][model] == before + 1, model
+    promoted = assert_completed_once(outcome, log, restatement_id, tables)
     assert after_resume != staged["fingerprint"]
 
     def equals_the_oracle(data_home: t.Any, spark: t.Any) -> None:
