@@ -96,6 +96,22 @@ def resume(spark, restatement_id: str) -> dict[str, t.Any]:
     }
 
 
+def assert_completed_once(
+    outcome: dict[str, t.Any], log: list[dict[str, t.Any]], restatement_id: str, tables: int
+) -> dict[str, t.Any]:
+    """The resuming command completed the interrupted promotion: the log's steps, and each
+    table promoted by exactly one commit whatever the kill. The log's promoted entry."""
+    assert outcome["recovered"] == (
+        f"completed the interrupted promotion of restatement {restatement_id}"
+    )
+    assert [e["action"] for e in log] == ["staging", "staged", "promoting", "promoted"]
+    promoted = log[-1]
+    assert len(promoted["table_versions_before"]) == tables
+    for model, before in promoted["table_versions_before"].items():
+        assert promoted["table_versions_after"][model] == before + 1, model
+    return promoted
+
+
 def stock_full_restatement(context) -> dict[str, t.Any]:
     """A stock full restatement of every day from bronze (as ``sqlmesh plan
     --restate-model`` does), then the fingerprint."""
@@ -137,7 +153,7 @@ def _run(
     )
 
 
-@pytest.mark.long  # its rules' fast guard: the warm-engine test below
+@pytest.mark.long  # its rules' fast guard: the next test
 def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(
     engine, tmp_path: Path
 ) -> None:
@@ -220,6 +236,42 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(
     assert silver["rows"] > 0
 
 
+def test_a_killed_promotion_is_completed_by_the_next_restate_exactly(
+    engine, tmp_path: Path
+) -> None:
+    """The fast tier's guard of the rules below: ``tardy promote`` (a process) killed -9
+    after its second table; the next ``tardy restate`` completes the promotion it finds
+    interrupted, each table promoted exactly once and the change trail written once, and
+    prod equals the independent oracle's recomputation of every landed file."""
+    home = tmp_path / "home"
+    SMALL.copy_to(engine, home)
+    staged = build_and_stage(*engine.open(home))
+    engine.release()
+    restatement_id, tables = staged["id"], staged["tables"]
+    killed = _run(home, str(BIN / "tardy"), "promote", restatement_id, failpoint="promote:2")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    data_home, _, spark = engine.open(home)
+    try:
+        resumed = resume(spark, restatement_id)
+        landing = data_home.landing
+        last = (CLOCK - timedelta(days=1)).date()
+        assert_prod_equals_recomputation(
+            spark, landing.rglob("*.jsonl"), landing, CONFIG.start, last
+        )
+    finally:
+        engine.release()
+    assert_completed_once(resumed["restate"], resumed["log"], restatement_id, tables)
+    assert resumed["fingerprint"] != staged["fingerprint"]
+    trail = resumed["trail"]
+    assert trail and len({tuple(row[:3]) for row in trail}) == len(trail)
+    assert {row[4] for row in trail} == {"promoted"}
+
+
+# Long: each part of its story starts a warm engine (a cold JVM) and runs its commands as
+# processes of it; 1,434-1,453 s in CI on 11-29. Its fast guards: the test above (a killed
+# promotion completed), test_warm_engine (a client killed mid-statement or inside a metastore
+# call never wedges the engine), CI's short chaos run (a warm restatement killed).
+@pytest.mark.long
 def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
     engine, tmp_path: Path
 ) -> None:
@@ -233,7 +285,7 @@ def test_promotion_killed_mid_statement_on_the_warm_engine_resumes_exactly(
     _killed_on_the_warm_engine(engine, tmp_path, then_cut=False)
 
 
-@pytest.mark.long  # its fast guards: the test above, CI's short chaos run (a warm restate killed)
+@pytest.mark.long  # its fast guard: CI's short chaos run (a warm restate killed)
 def test_a_restatement_killed_before_its_intent_on_the_warm_engine_is_redone(
     engine, tmp_path: Path
 ) -> None:
@@ -285,14 +337,7 @@ def _killed_on_the_warm_engine(engine, tmp_path: Path, *, then_cut: bool) -> Non
         assert serving["pid"] == started["pid"]
     finally:
         _run(home, str(BIN / "tardy"), "engine", "stop", env=warm)
-    assert outcome["recovered"] == (
-        f"completed the interrupted promotion of restatement {restatement_id}"
-    )
-    assert [e["action"] for e in log] == ["staging", "staged", "promoting", "promoted"]
-    promoted = log[-1]
-    assert len(promoted["table_versions_before"]) == tables
-    for model, before in promoted["table_versions_before"].items():
-        assert promoted["table_versions_after"][model] == before + 1, model
+    promoted = assert_completed_once(outcome, log, restatement_id, tables)
     assert after_resume != staged["fingerprint"]
 
     def equals_the_oracle(data_home: t.Any, spark: t.Any) -> None:
