@@ -44,7 +44,8 @@ published and its change since, and when, why and by which restatement the perio
 restated (``tardy.restated_periods``), computed from bronze when it is read, so it never goes
 stale; the grace window is written into it when ``ensure_status_views`` (re)creates it:
 ``tardy publish`` does, and every ``status`` call does for
-``tardy.daily_store_revenue_status``, the one ``status`` reads.
+``tardy.daily_store_revenue_status``, the one ``status`` points its reader to (its moved
+rows per model come from ``tardy.consumers.revisions``, which reads no view).
 
 ``tardy status`` prints a ``Status`` with ``tardy.rendering.status.render_status``.
 """
