@@ -17,12 +17,13 @@ Per source, over the window's hours (``Recent``):
 
 And over the published models (``Baseline.restated_days``):
 
-- ``restatement_frequency``: the days restated (distinct periods of the published models
-  that promoted, not rolled back, restatements changed: ``tardy.restated_periods``) in the
-  week of the feed's last final day, above the mean plus ``restatement_sigmas`` standard
-  deviations of the ``restatement_weeks`` weeks before it, and at least
-  ``restatement_min_days``. Weeks are those of the restated days (Monday to Sunday), so a
-  replayed feed alerts as the live one did.
+- ``restatement_frequency``: the days restated (distinct days of the published daily models
+  that promoted, not rolled back, restatements changed: ``tardy.restated_periods``; a week's
+  or a month's period is not a day, ``day_models``) in the week of the feed's last final
+  day, above the mean plus ``restatement_sigmas`` standard deviations of the
+  ``restatement_weeks`` weeks before it, and at least ``restatement_min_days``. Weeks are
+  those of the restated days (Monday to Sunday), so a replayed feed alerts as the live one
+  did.
 
 Settings: ``lateness_baseline`` in ``project.yaml`` (defaults below, from the seeds). Cost:
 the series brought up to date (one statement when nothing is pending), one read of the
@@ -41,6 +42,7 @@ from tardy.sql import literal
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from sqlmesh import Context
 
     from tardy.lateness_series import Hour
 
@@ -170,6 +172,25 @@ GROUP BY DATE_TRUNC('WEEK', period)
 """
 
 
+def day_models(context: Context) -> list[str]:
+    """The published models whose periods are days (their interval unit): the ones whose
+    restated periods count as restated days (none before prod exists)."""
+    from sqlmesh.core.node import IntervalUnit
+
+    from tardy.consumers.versions import published_snapshots
+    from tardy.engine.sqlmesh_api import NoProdError
+
+    try:
+        published = published_snapshots(context)
+    except NoProdError:
+        return []
+    return sorted(
+        name
+        for name, snapshot in published.items()
+        if snapshot.model.interval_unit == IntervalUnit.DAY
+    )
+
+
 def measure(
     spark: SparkSession,
     variables: t.Mapping[str, t.Any],
@@ -177,7 +198,8 @@ def measure(
     published: t.Collection[str],
 ) -> Baseline:
     """The windows of every source with a series and the restated days per week
-    (``owners``: each declared source's owner; ``published``: the published models)."""
+    (``owners``: each declared source's owner; ``published``: the published daily models,
+    ``day_models``)."""
     from tardy.engine.meter import Meter
     from tardy.lateness_series import SERIES_TABLE, extend, hours_of
 

@@ -183,6 +183,25 @@ def test_a_lag_jump_of_six_hours_alerts_its_source_only_naming_its_owner(fed) ->
     )
     assert alert.value > 2 and OWNERS["pos"] in alert.message
 
+    # The report reads the same: every hour of the series, the alert over its hours, and
+    # each source's limit at twice the median of its hourly p99 lags before the window.
+    from tardy.lateness_series import hours_of
+    from tardy.reporting import _lateness
+
+    hours, drawn, limits = _lateness(context, spark, 3)
+    assert [(h.source_system, h.arrival_hour) for h in hours] == [
+        (h.source_system, h.arrival_hour.isoformat()) for h in hours_of(spark)
+    ]
+    assert [(a.source_system, a.metric, a.hours) for a in drawn] == [
+        ("pos", "lag_p99_vs_baseline", list(alert.hours))
+    ]
+    window = last.replace(tzinfo=None) - timedelta(hours=2)  # the window's first hour
+    expected: dict[str, list[float]] = {}
+    for (source, hour), row in oracle(fed[0].landing).items():
+        if window - timedelta(days=7) <= hour < window and row["lag"][2] is not None:
+            expected.setdefault(source, []).append(row["lag"][2])
+    assert limits == pytest.approx({s: 2 * float(np.median(v)) for s, v in expected.items()})
+
 
 def _smallest_within(buckets: dict[int, int], target: float, low: int, high: int) -> int:
     measured = sum(buckets.values())

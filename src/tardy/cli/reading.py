@@ -215,7 +215,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from tardy.alerts import check, check_baseline, thresholds
-    from tardy.baseline import Baseline
+    from tardy.baseline import Baseline, day_models
     from tardy.baseline import measure as measure_baseline
     from tardy.consumers.status import Status
     from tardy.recorded import Answer, Source
@@ -233,7 +233,6 @@ def cmd_status(args: argparse.Namespace) -> int:
             baseline = Baseline.from_dict(recorded.answers[Answer.BASELINE])
     else:
         from tardy.consumers import status as measure
-        from tardy.consumers.versions import published_snapshots
 
         context, spark, recording = _opened_for_recording(args)
         with err.status("Measuring lateness and comparing new bronze rows with prod"):
@@ -241,8 +240,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             variables = context.config.variables
             if args.check:
                 owners = {name: s.owner for name, s in declared().sources.items()}
-                published = list(published_snapshots(context))
-                baseline = measure_baseline(spark, variables, owners, published)
+                baseline = measure_baseline(spark, variables, owners, day_models(context))
         answers = {Answer.STATUS: result.as_dict(), Answer.VARIABLES: variables}
         if baseline is not None:
             answers[Answer.BASELINE] = baseline.as_dict()
