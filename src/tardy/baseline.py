@@ -19,11 +19,11 @@ And over the published models (``Baseline.restated_days``):
 
 - ``restatement_frequency``: the days restated (distinct days of the published daily models
   that promoted, not rolled back, restatements changed: ``tardy.restated_periods``; a week's
-  or a month's period is not a day, ``day_models``) in the week of the feed's last final
-  day, above the mean plus ``restatement_sigmas`` standard deviations of the
-  ``restatement_weeks`` weeks before it, and at least ``restatement_min_days``. Weeks are
-  those of the restated days (Monday to Sunday), so a replayed feed alerts as the live one
-  did.
+  or a month's period is not a day, nor a rolling window's: ``day_models``) in the week of
+  the feed's last final day, above the mean plus ``restatement_sigmas`` standard deviations
+  of the ``restatement_weeks`` weeks before it, and at least ``restatement_min_days``. Weeks
+  are those of the restated days (Monday to Sunday), so a replayed feed alerts as the live
+  one did.
 
 Settings: ``lateness_baseline`` in ``project.yaml`` (defaults below, from the seeds). Cost:
 the series brought up to date (one statement when nothing is pending), one read of the
@@ -173,21 +173,26 @@ GROUP BY DATE_TRUNC('WEEK', period)
 
 
 def day_models(context: Context) -> list[str]:
-    """The published models whose periods are days (their interval unit): the ones whose
-    restated periods count as restated days (none before prod exists)."""
-    from sqlmesh.core.node import IntervalUnit
-
+    """The published models whose periods are the days late data changed: those whose
+    interval holding a day is the day itself (``Closure.key``, from the time columns'
+    lineage: a weekly rollup's holds its Monday, a monthly one's its first; tried on a week
+    of days) and whose day reads that day alone (a rolling feature's ``restate_window`` of
+    days is restated for one late day: it would count the window, not the late data). Their
+    restated periods count as restated days; none before prod exists."""
     from tardy.consumers.versions import published_snapshots
-    from tardy.engine.sqlmesh_api import NoProdError
+    from tardy.engine import sqlmesh_api
+    from tardy.engine.closure import Closure, window
 
     try:
         published = published_snapshots(context)
-    except NoProdError:
+    except sqlmesh_api.NoProdError:
         return []
+    closure = Closure(context, sqlmesh_api.model_snapshots(context))
+    week = [date(2026, 1, 5) + timedelta(days=i) for i in range(7)]
     return sorted(
         name
         for name, snapshot in published.items()
-        if snapshot.model.interval_unit == IntervalUnit.DAY
+        if window(snapshot) == 1 and all(closure.key(name, d) == d for d in week)
     )
 
 
