@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import typing as t
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from sqlglot import parse_one
 from sqlmesh import ExecutionContext, model
 from sqlmesh.core.model.kind import ModelKindName
+
+from tardy.grace import grace_days
 
 WINDOW_DAYS = 28
 
@@ -20,9 +23,10 @@ WINDOW_DAYS = 28
     kind=dict(
         name=ModelKindName.INCREMENTAL_BY_TIME_RANGE,
         time_column="feature_date",
-        # The 3-day grace window (`grace_days` in project.yaml): each run recomputes the
-        # features of the days whose daily revenue a late row may still have changed.
-        lookback=3,
+        # The grace window (`grace_days` in project.yaml, the one place: `tardy grace`): each
+        # run recomputes the features of the days whose daily revenue a late row may still
+        # have changed.
+        lookback=grace_days(Path(__file__).resolve().parents[1]),
     ),
     cron="@daily",
     owner="data_science",

@@ -3,9 +3,8 @@ MODEL (
   owner finance_analytics,
   kind INCREMENTAL_BY_TIME_RANGE (
     time_column event_date,
-    -- = the grace window, @grace_days (variables.grace_days in config.yaml); lookback must be
-    -- a literal here: keep the two in step.
-    lookback 3
+    -- = the grace window (variables.grace_days in project.yaml: `tardy grace`)
+    lookback @grace_lookback()
   ),
   grain (event_date, store_id),
   -- Published: consumers read its versions by number (tardy publish, tardy versions).

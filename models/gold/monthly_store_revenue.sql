@@ -3,10 +3,9 @@ MODEL (
   owner finance_analytics,
   kind INCREMENTAL_BY_TIME_RANGE (
     time_column first_day,
-    -- = the grace window (@grace_days = 3, variables.grace_days in config.yaml) + 30 days, so
-    -- that every daily run recomputes each month that holds a day of the grace window. A
-    -- literal here: keep it in step with the grace window.
-    lookback 33
+    -- = the grace window (variables.grace_days in project.yaml: `tardy grace`) + 30
+    -- days, so that every daily run recomputes each month that holds a day of the window.
+    lookback @grace_lookback(30)
   ),
   grain (month_start, store_id),
   -- Published: consumers read its versions by number (tardy publish, tardy versions).

@@ -2,9 +2,8 @@ MODEL (
   name silver.refund_quarantine,
   kind INCREMENTAL_BY_TIME_RANGE (
     time_column report_date,
-    -- = the grace window, @grace_days (variables.grace_days in config.yaml); lookback must be
-    -- a literal here: keep the two in step.
-    lookback 3
+    -- = the grace window (variables.grace_days in project.yaml: `tardy grace`)
+    lookback @grace_lookback()
   ),
   grain record_id,
   tags (quarantine),

@@ -2,9 +2,8 @@ MODEL (
   name silver.refunds,
   kind INCREMENTAL_BY_TIME_RANGE (
     time_column refund_date,
-    -- = the grace window, @grace_days (variables.grace_days in config.yaml); lookback must be
-    -- a literal here: keep the two in step.
-    lookback 3
+    -- = the grace window (variables.grace_days in project.yaml: `tardy grace`)
+    lookback @grace_lookback()
   ),
   grain refund_id,
   audits (

@@ -9,6 +9,12 @@ days may wait for a restatement.
 * **Late ratio / p99 lag** (per source, from ``tardy.consumers.status``'s lateness): an alert
   when the source's value is *above* its tier's limit; a source without measured rows has no value
   and raises none.
+* **Against each source's own history, now** (``tardy.baseline``: the feed's latest hours):
+  ``late_ratio_sustained``, the late ratio above the tier's limit in each of the last
+  ``sustained_hours`` hours; ``lag_p99_vs_baseline``, the p99 lag above ``lag_p99_factor``
+  times the source's rolling baseline in each of them; ``restatement_frequency``, the days
+  restated in the current week above the mean + 2σ of the weeks before. A source's alert
+  names its ``owner`` (``sources.yaml``) and the hours it covers.
 * **Pending age**: late bronze rows for final days that no restatement has applied yet
   (``Status.pending_final`` is not empty) have waited ``max(arrival_ts) - min(arrival_ts of
   the late rows that arrived after the arrival watermark)``. Measured in the feed's own time,
@@ -18,6 +24,7 @@ days may wait for a restatement.
 
 from __future__ import annotations
 
+import statistics
 import typing as t
 from dataclasses import asdict, dataclass
 from enum import StrEnum
@@ -25,6 +32,7 @@ from enum import StrEnum
 from tardy.errors import InputError
 
 if t.TYPE_CHECKING:
+    from tardy.baseline import Baseline, Recent
     from tardy.consumers.status import SourceStatus, Status
 
 TIERS_VARIABLE = "lateness_alert_tiers"
@@ -36,6 +44,9 @@ class Metric(StrEnum):
     LATE_RATIO = "late_ratio"
     LAG_HOURS_P99 = "lag_hours_p99"
     PENDING_AGE_HOURS = "pending_age_hours"
+    LATE_RATIO_SUSTAINED = "late_ratio_sustained"
+    LAG_P99_VS_BASELINE = "lag_p99_vs_baseline"
+    RESTATEMENT_FREQUENCY = "restatement_frequency"
 
 
 @dataclass(frozen=True)
@@ -52,12 +63,32 @@ class Alert:
     value: float
     threshold: float
     tier: str
+    owner: str | None = None  # the source's, to page first (sources.yaml)
+    hours: tuple[str, ...] = ()  # the hours it covers (the baseline alerts')
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        return {**asdict(self), "hours": list(self.hours)}
 
     @property
     def message(self) -> str:
+        owner = f" (owner {self.owner})" if self.owner else ""
+        during = f" in each hour {self.hours[0]} .. {self.hours[-1]}" if self.hours else ""
+        if self.metric == Metric.LATE_RATIO_SUSTAINED:
+            return (
+                f"source {self.source}{owner}: late ratio above {self.threshold:.2%}{during}, "
+                f"at least {self.value:.2%} (tier {self.tier})"
+            )
+        if self.metric == Metric.LAG_P99_VS_BASELINE:
+            return (
+                f"source {self.source}{owner}: p99 lag at least {self.value:,.1f}x its "
+                f"baseline{during} (limit {self.threshold:,.1f}x)"
+            )
+        if self.metric == Metric.RESTATEMENT_FREQUENCY:
+            week = self.hours[0] if self.hours else "?"
+            return (
+                f"{self.value:,.0f} days restated in the week of {week}, above "
+                f"{self.threshold:,.1f} (the mean + 2 sigma of the weeks before)"
+            )
         if self.metric == Metric.PENDING_AGE_HOURS:
             return (
                 f"late data for final days has waited {self.value:,.1f} h for a restatement "
@@ -130,4 +161,64 @@ def check(status: Status, limits: Thresholds) -> list[Alert]:
     age, limit = status.pending_age_hours, limits.pending_age_hours
     if age is not None and limit is not None and age > limit:
         alerts.append(Alert(ANY_SOURCE, Metric.PENDING_AGE_HOURS, age, limit, "pending"))
+    return alerts
+
+
+def _recent_alerts(recent: Recent, tier: Tier, factor: float) -> list[Alert]:
+    out = []
+    hours = tuple(recent.hours)
+    ratios = recent.late_ratios
+    if ratios and all(r is not None and r > tier.late_ratio for r in ratios):
+        worst = min(r for r in ratios if r is not None)
+        out.append(
+            Alert(
+                recent.source_system,
+                Metric.LATE_RATIO_SUSTAINED,
+                worst,
+                tier.late_ratio,
+                tier.name,
+                recent.owner,
+                hours,
+            )
+        )
+    base, lags = recent.baseline_lag_p99, recent.lag_p99
+    if base and lags and all(lag is not None and lag > factor * base for lag in lags):
+        least = min(lag for lag in lags if lag is not None)
+        out.append(
+            Alert(
+                recent.source_system,
+                Metric.LAG_P99_VS_BASELINE,
+                least / base,
+                factor,
+                tier.name,
+                recent.owner,
+                hours,
+            )
+        )
+    return out
+
+
+def check_baseline(baseline: Baseline, limits: Thresholds) -> list[Alert]:
+    """Every alert against the sources' own history (``tardy.baseline``), now."""
+    settings = baseline.settings
+    alerts = []
+    for recent in baseline.recent:
+        tier = limits.tier_of(recent.source_system)
+        if tier is not None:
+            alerts += _recent_alerts(recent, tier, float(settings["lag_p99_factor"]))
+    *before, current = baseline.restated_days or [0]
+    if before:
+        mean = statistics.fmean(before)
+        limit = mean + float(settings["restatement_sigmas"]) * statistics.pstdev(before)
+        if current > limit and current >= settings["restatement_min_days"]:
+            alerts.append(
+                Alert(
+                    ANY_SOURCE,
+                    Metric.RESTATEMENT_FREQUENCY,
+                    float(current),
+                    limit,
+                    "restatements",
+                    hours=(baseline.current_week,) if baseline.current_week else (),
+                )
+            )
     return alerts

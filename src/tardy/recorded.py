@@ -69,6 +69,7 @@ class Answer(StrEnum):
     STATUS = "status"
     DETECT = "detect"
     VARIABLES = "variables"  # the project's config variables the answers were judged by
+    BASELINE = "baseline"  # what `status --check` judges against each source's history
 
 
 class Source(StrEnum):

@@ -45,17 +45,28 @@ class RestatedPeriod:
 
 
 @dataclass
-class LatenessDay:
-    """Lateness of one source's bronze rows that arrived on one day."""
+class LatenessHour:
+    """Lateness of one source's bronze rows that arrived in one hour (the lateness series)."""
 
     source_system: str
-    arrival_date: str
+    arrival_hour: str  # ISO, UTC
     rows: int
     late_rows: int
     late_ratio: float | None
     lag_hours_p50: float | None
     lag_hours_p95: float | None
     lag_hours_p99: float | None
+
+
+@dataclass
+class LatenessAlert:
+    """An alert against a source's own history, now (``tardy status --check``'s baseline
+    alerts): drawn over the hours it covers."""
+
+    source_system: str
+    metric: str
+    hours: list[str]  # ISO, UTC, oldest first
+    text: str
 
 
 @dataclass
@@ -129,11 +140,14 @@ class Report:
     grace_days: int
     daily: list[DailyRevision]
     periods: list[RestatedPeriod]
-    lateness: list[LatenessDay]
+    lateness: list[LatenessHour]
     quarantine: list[QuarantineDay]
     restatements: list[RestatementSummary]
     models: list[ModelRow] = field(default_factory=list)
     cards: list[Card] = field(default_factory=list)  # the published models' (``tardy card``)
+    lateness_alerts: list[LatenessAlert] = field(default_factory=list)
+    # Per source: the p99 lag above which ``lag_p99_vs_baseline`` fires (k × its baseline).
+    lag_limits: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

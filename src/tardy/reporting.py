@@ -16,7 +16,6 @@ from tardy.consumers.status import (
     DAILY_MEASURE,
     DAILY_STATUS_VIEW,
     DAILY_TABLE,
-    LATENESS_SQL,
     REMOVED_ROWS_SQL,
     ensure_status_view,
     measure_type,
@@ -28,11 +27,11 @@ from tardy.engine.plan import report_dir
 from tardy.engine.trail import standing_rows
 from tardy.errors import InputError
 from tardy.home import activate
-from tardy.ingest.tables import arrivals
 from tardy.report_records import (
     DailyRevision,
     IntervalChange,
-    LatenessDay,
+    LatenessAlert,
+    LatenessHour,
     ModelRow,
     QuarantineDay,
     Report,
@@ -110,30 +109,47 @@ def _daily(spark: SparkSession) -> list[DailyRevision]:
     ]
 
 
-def _lateness(spark: SparkSession, grace_days: int) -> list[LatenessDay]:
-    query = LATENESS_SQL.format(
-        grace_days=int(grace_days),
-        by=", arrival_date",
-        grouping="GROUPING SETS ((source_system, arrival_date))",
-        bronze=arrivals(spark),
-    )
-    out = []
-    for row in spark.sql(query + " ORDER BY source_system, arrival_date").collect():
-        measured = int(row.measured_rows)
-        lags = row.lag_hours
-        out.append(
-            LatenessDay(
-                source_system=row.source_system,
-                arrival_date=row.arrival_date.isoformat(),
-                rows=int(row.n_rows),
-                late_rows=int(row.late_rows),
-                late_ratio=int(row.late_rows) / measured if measured else None,
-                lag_hours_p50=None if lags is None else float(lags[0]),
-                lag_hours_p95=None if lags is None else float(lags[1]),
-                lag_hours_p99=None if lags is None else float(lags[2]),
-            )
+def _lateness(
+    context: Context, spark: SparkSession, grace_days: int
+) -> tuple[list[LatenessHour], list[LatenessAlert], dict[str, float]]:
+    """The lateness series (brought up to date), the alerts against each source's history
+    now, and each source's lag limit (k × its baseline p99): about four statements."""
+    from tardy.alerts import check_baseline, thresholds
+    from tardy.baseline import day_models, measure
+    from tardy.lateness_series import hours_of
+    from tardy.sources import declared
+
+    variables = context.config.variables
+    owners = {name: s.owner for name, s in declared().sources.items()}
+    baseline = measure(spark, variables, owners, day_models(context))
+    alerts = check_baseline(baseline, thresholds(variables, declared().tiers()))
+    factor = float(baseline.settings["lag_p99_factor"])
+    hours = [
+        LatenessHour(
+            source_system=h.source_system,
+            arrival_hour=h.arrival_hour.isoformat(),
+            rows=h.rows,
+            late_rows=h.late_rows(grace_days),
+            late_ratio=h.late_rows(grace_days) / h.measured_rows if h.measured_rows else None,
+            lag_hours_p50=h.lag_hours_p50,
+            lag_hours_p95=h.lag_hours_p95,
+            lag_hours_p99=h.lag_hours_p99,
         )
-    return out
+        for h in hours_of(spark)
+    ]
+    return (
+        hours,
+        [
+            LatenessAlert(a.source, str(a.metric), list(a.hours), a.message)
+            for a in alerts
+            if a.hours and a.source in owners
+        ],
+        {
+            r.source_system: factor * r.baseline_lag_p99
+            for r in baseline.recent
+            if r.baseline_lag_p99 is not None
+        },
+    )
 
 
 def _quarantine(context: Context, spark: SparkSession) -> list[QuarantineDay]:
@@ -255,6 +271,7 @@ def gather(context: Context, spark: SparkSession) -> Report:
 
     grace = int(context.config.variables["grace_days"])
     ensure_status_view(context, spark)
+    lateness, alerts, limits = _lateness(context, spark, grace)
     periods = [
         RestatedPeriod(
             model=row.model,
@@ -272,11 +289,13 @@ def gather(context: Context, spark: SparkSession) -> Report:
         grace_days=grace,
         daily=_daily(spark),
         periods=periods,
-        lateness=_lateness(spark, grace),
+        lateness=lateness,
         quarantine=_quarantine(context, spark),
         restatements=_summaries(spark),
         models=_models(spark),
         cards=cards(context, spark),
+        lateness_alerts=alerts,
+        lag_limits=limits,
     )
 
 

@@ -34,6 +34,7 @@ _KEYS = {
     "natural_key",
     "rules",
     "lateness",
+    "owner",
 }
 
 
@@ -53,6 +54,7 @@ class Source:
     lateness: str
     description: str = ""
     natural_key: str | None = None  # SQL over the bronze columns (macros allowed)
+    owner: str | None = None  # whom its alerts page first: the source system's team
 
     @property
     def natural_key_sql(self) -> str:
@@ -197,6 +199,11 @@ def _source(file: Path, name: str, body: t.Any, tiers: set[str] | None) -> Sourc
         raise fail("natural_key", f"expected a SQL expression or macro call, got {natural_key!r}")
     if not isinstance(body["rules"], str):
         raise fail("rules", "expected the name of a silver macro")
+    owner = body.get("owner")
+    if owner is not None and (not isinstance(owner, str) or not owner.strip()):
+        raise fail(
+            "owner", f"expected who answers for the source (a team, an address), got {owner!r}"
+        )
     lateness = body["lateness"]
     if not isinstance(lateness, str) or (tiers is not None and lateness not in tiers):
         allowed = ", ".join(sorted(tiers)) if tiers is not None else "a tier name"
@@ -212,4 +219,5 @@ def _source(file: Path, name: str, body: t.Any, tiers: set[str] | None) -> Sourc
         lateness=lateness,
         description=str(body.get("description") or ""),
         natural_key=natural_key,
+        owner=owner,
     )

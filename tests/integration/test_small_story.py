@@ -12,7 +12,9 @@ The tests share one copy of the template and run in file order:
 3. late rows for closed days: ``detect`` finds exactly their days and the closure over the DAG;
    ``restate`` stages them away from prod as a virtual environment ``table_diff`` reads;
    promotion makes prod what the environment showed (only changed days) and the
-   recomputation; a rollback restores prod and the rows are detected again.
+   recomputation; a rollback restores prod and the rows are detected again;
+4. a week with many restated days raises ``restatement_frequency`` against the weeks before
+   it (the lateness baseline of ``status --check``), one with a single day does not.
 """
 
 from __future__ import annotations
@@ -196,6 +198,57 @@ def test_late_rows_are_detected_staged_promoted_and_rolled_back_exactly(opened: 
     assert redone.promoted == done.promoted
     assert trail_of(spark, redone.restatement_id) == trail_of(spark, done.restatement_id)
     prod_is_the_recomputation(spark, home.landing)
+
+
+def test_a_week_with_many_restated_days_raises_the_frequency_alert(opened: t.Any) -> None:
+    """The current week is the one of the feed's last final day: by the late batches'
+    clock (``SMALL_CLOCK`` + a few hours, a 3-day grace) Monday ``day(4)`` to Sunday. Test 3
+    restated one day of it (``day(5)``, the void; its rollback's days do not count), and
+    ``day(1)`` the week before: no alert. Late sales for ``day(4)`` and ``day(6)`` make three
+    restated days in the week against a baseline of 0, 0, 0, 1: the alert, its value the
+    days the test's own batches changed."""
+    from tardy.alerts import Metric, check_baseline, thresholds
+    from tardy.baseline import day_models, measure
+    from tardy.restatements import restate
+    from tardy.sources import declared
+
+    home, context, spark = opened
+    variables = context.config.variables
+    limits = thresholds(variables, declared().tiers())
+    daily = day_models(context)
+    # Days, not weeks or months, nor a rolling window's days (the features').
+    assert "gold.daily_store_revenue" in daily
+    assert not {"gold.weekly_store_revenue", "gold.store_features"} & set(daily)
+
+    def frequency() -> tuple[list[int], list[t.Any]]:
+        baseline = measure(spark, variables, {}, daily)
+        assert baseline.current_week == day(4).isoformat()
+        alerts = check_baseline(baseline, limits)
+        return baseline.restated_days, [
+            a for a in alerts if a.metric == Metric.RESTATEMENT_FREQUENCY
+        ]
+
+    # The oracle: the days the test's batches changed (test 3's promoted by `redone`; its
+    # rolled back `done` not counted).
+    weeks, alerts = frequency()
+    assert (weeks, alerts) == ([0, 0, 0, 1, 1], [])
+
+    batch = home.landing / "pos" / arrival_dir_name(SMALL_CLOCK + timedelta(hours=3))
+    batch.mkdir(parents=True)
+    sales = [
+        {**LATE_SALE, "transaction_id": f"LATE-W{n}", "event_ts": f"{day(n)}T11:00:00Z"}
+        for n in (4, 6)
+    ]
+    (batch / "week.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sales))
+    assert ingest(spark, home.landing).files_ingested == 1
+    done = restate(context, spark, "a week of late sales", accept_large_change=True)
+    assert done.promoted["gold.daily_store_revenue"] == spans(4, 6)
+
+    weeks, alerts = frequency()
+    assert weeks == [0, 0, 0, 1, 3]
+    (alert,) = alerts
+    assert (alert.value, alert.hours) == (3.0, (day(4).isoformat(),))
+    assert alert.value > alert.threshold
 
 
 def trail_of(spark: t.Any, restatement_id: str) -> list[tuple[t.Any, ...]]:

@@ -12,7 +12,7 @@ read directly (which trace shows what, what the menu starts on).
 from __future__ import annotations
 
 import struct
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -30,7 +30,8 @@ from tardy.rendering.html.page import MAX_TABLE_ROWS
 from tardy.report_records import (
     DailyRevision,
     IntervalChange,
-    LatenessDay,
+    LatenessAlert,
+    LatenessHour,
     QuarantineDay,
     Report,
     Restated,
@@ -44,7 +45,7 @@ CHARTS = ["daily", "periods", "lateness", "quarantine", "restatements"]
 DAYS = 365
 START = date(2025, 1, 1)
 SOURCES = ["pos_eu", "pos_us", "web_shop"]
-WEEKLY = "partner"  # delivered once: one arrival day
+WEEKLY = "partner"  # delivered once: one arrival hour
 REASONS = ["unparseable amount", "unknown store", "event after arrival"]
 # Escaped, this is text on the page; not escaped, it would log a console error (the checker
 # collects those) and request a file "x" (the checker blocks and records that).
@@ -54,12 +55,19 @@ HOSTILE = (
 LATE_ID = "20251201T101500Z-late01"
 ROLLED_ID = "20251215T080000Z-roll02"
 NOOP_ID = "20251220T090000Z-noop03"  # the latest: re-ran one week, changed nothing
+LAG_ALERT = LatenessAlert(
+    SOURCES[1], "lag_p99_vs_baseline", ["2025-01-15T10:00:00", "2025-01-15T12:00:00"], "jump"
+)
 PERIOD_ROWS = 300  # more than the table shows (200)
 CHANGE_ROWS = 250
 
 
 def day(i: int) -> str:
     return (START + timedelta(days=i)).isoformat()
+
+
+def hour(i: int) -> str:
+    return (datetime.combine(START, datetime.min.time()) + timedelta(hours=i)).isoformat()
 
 
 def restated_days() -> set[int]:
@@ -165,9 +173,9 @@ def full_report() -> Report:
         for i in range(PERIOD_ROWS)
     ]
     lateness = [
-        LatenessDay(
+        LatenessHour(
             source_system=source,
-            arrival_date=day(i),
+            arrival_hour=hour(i),
             rows=1000 + i,
             late_rows=(i * (s + 1)) % 40,
             late_ratio=((i * (s + 1)) % 40) / (1000 + i),
@@ -178,7 +186,7 @@ def full_report() -> Report:
         for s, source in enumerate(SOURCES)
         for i in range(DAYS)
     ] + [
-        LatenessDay(WEEKLY, day(200), 4232, 4232, 1.0, 163.5, 236.2, 239.7),
+        LatenessHour(WEEKLY, hour(200), 4232, 4232, 1.0, 163.5, 236.2, 239.7),
     ]
     quarantine = [
         QuarantineDay(day=day(i), reason=reason, rows=1 + (i * (r + 2)) % 9)
@@ -193,6 +201,8 @@ def full_report() -> Report:
         daily=daily,
         periods=periods,
         lateness=lateness,
+        lateness_alerts=[LAG_ALERT],
+        lag_limits={SOURCES[1]: 88.0},
         quarantine=quarantine,
         restatements=[
             RestatementSummary(
@@ -579,12 +589,27 @@ def test_one_day_source_is_drawn_as_points():
     assert len(weekly) == 4  # p50, p95, p99 and the late ratio
     for trace in weekly:
         assert "markers" in trace.mode
-        assert trace.x == (day(200),)
+        assert trace.x == (hour(200),)
         assert list(trace.marker.size) == [8]
     daily = [trace for trace in figure.data if len(trace.x) == DAYS]
     assert len(daily) == 4 * len(SOURCES)
     assert all(trace.mode == "lines" for trace in daily)
-    assert f"{WEEKLY}: lag in hours (1 arrival day)" in [a.text for a in figure.layout.annotations]
+    assert f"{WEEKLY}: lag in hours (1 arrival hour)" in [a.text for a in figure.layout.annotations]
+
+
+def test_an_alert_is_a_column_over_its_hours_on_its_source_and_the_late_ratio():
+    """The baseline alert is drawn over its three hours (through the end of the last) on its
+    source's row and the late-ratio row, and its source's limit as a line on its row."""
+    figure = lateness_figure(full_report().lateness, 3, [LAG_ALERT], {SOURCES[1]: 88.0})
+    columns = [s for s in figure.layout.shapes if s.type == "rect" and s.xref != "paper"]
+    columns = [s for s in columns if s.x0 == LAG_ALERT.hours[0]]
+    rows = sorted([*SOURCES, WEEKLY])  # one row per source, then the late ratio's
+    row = rows.index(SOURCES[1]) + 1
+    assert sorted(c.xref for c in columns) == [f"x{row}", f"x{len(rows) + 1}"]
+    assert {c.x1 for c in columns} == {"2025-01-15T13:00:00"}
+    (line,) = [s for s in figure.layout.shapes if s.type == "line"]
+    assert (line.y0, line.y1, line.yref) == (88.0, 88.0, f"y{row}")
+    assert "alert: lag_p99_vs_baseline" in [a.text for a in figure.layout.annotations]
 
 
 def test_points_marks_days_without_a_neighbour():

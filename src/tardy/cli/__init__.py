@@ -21,6 +21,7 @@ from tardy.cli.reading import (
     cmd_detect,
     cmd_export,
     cmd_fingerprint,
+    cmd_grace,
     cmd_history,
     cmd_publish,
     cmd_report,
@@ -79,8 +80,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     home = activate()
     with err.status("Ingesting into the declared bronze tables"):
         result = ingest(spark, home.landing, [Path(p) for p in args.paths], strict=False)
+    series = None
+    if result.files_ingested:  # the lateness series follows what was committed
+        from dataclasses import asdict
+
+        from tardy.lateness_series import extend
+
+        with err.status("Extending the lateness series"):
+            series = asdict(extend(spark))
     if args.json:
-        print_json(result.as_dict())
+        print_json({**result.as_dict(), "series": series})
     if result.refused:  # every other file was ingested (and printed): name the refused ones
         from rich.markup import escape
 
@@ -306,6 +315,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     st.add_argument("--fresh", action="store_true", help=FRESH_HELP)
     st.set_defaults(func=cmd_status)
+
+    gr = sub.add_parser(
+        "grace", help="the grace window each source's lateness calls for (lateness series)"
+    )
+    gr.add_argument("source", nargs="?", help="one source (default: every declared one)")
+    gr.add_argument(
+        "--apply",
+        action="store_true",
+        help="write the suggested window into project.yaml (then `sqlmesh plan` applies it)",
+    )
+    gr.add_argument("--json", action="store_true")
+    gr.set_defaults(func=cmd_grace)
 
     hist = sub.add_parser(
         "history", help="a key's bronze records and the restatements that changed its rows"

@@ -214,34 +214,49 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from tardy.alerts import check, thresholds
+    from tardy.alerts import check, check_baseline, thresholds
+    from tardy.baseline import Baseline, day_models
+    from tardy.baseline import measure as measure_baseline
     from tardy.consumers.status import Status
     from tardy.recorded import Answer, Source
     from tardy.rendering.status import render_alerts, render_status
     from tardy.sources import declared
 
     recorded, source = _recorded(args, Answer.STATUS), Source.RECORDED
+    if recorded is not None and args.check and Answer.BASELINE not in recorded.answers:
+        recorded = None  # recorded without --check: the baseline was not measured
+    baseline = None
     if recorded is not None:
         result = Status.from_dict(recorded.answers[Answer.STATUS])
         variables = recorded.answers[Answer.VARIABLES]
+        if args.check:
+            baseline = Baseline.from_dict(recorded.answers[Answer.BASELINE])
     else:
         from tardy.consumers import status as measure
 
         context, spark, recording = _opened_for_recording(args)
         with err.status("Measuring lateness and comparing new bronze rows with prod"):
             result = measure.status(context, spark)
-        variables = context.config.variables
+            variables = context.config.variables
+            if args.check:
+                owners = {name: s.owner for name, s in declared().sources.items()}
+                baseline = measure_baseline(spark, variables, owners, day_models(context))
         answers = {Answer.STATUS: result.as_dict(), Answer.VARIABLES: variables}
+        if baseline is not None:
+            answers[Answer.BASELINE] = baseline.as_dict()
         if result.manifest is not None:  # detect's answer too: `tardy detect` follows
             answers[Answer.DETECT] = result.manifest.as_dict()
         recorded, source = recording.commit(answers), Source.COMPUTED
     limits = thresholds(variables, declared().tiers()) if args.check else None
     answer = _answered(recorded, source)
     alerts = check(result, limits) if limits is not None else []
+    if limits is not None and baseline is not None:
+        alerts += check_baseline(baseline, limits)
     if args.json:
         payload = {**result.as_dict(), "answer": answer}
         if limits is not None:
             payload["alerts"] = [alert.as_dict() for alert in alerts]
+            payload["baseline"] = baseline.as_dict() if baseline is not None else None
         print_json(payload)
     else:
         render_status(result, console)
@@ -296,4 +311,27 @@ def cmd_report(args: argparse.Namespace) -> int:
         print_json({"path": str(path), **meter.as_dict()})
     else:
         console.print(str(path), markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def cmd_grace(args: argparse.Namespace) -> int:
+    from tardy.alerts import thresholds
+    from tardy.grace import fit, write_grace_days
+    from tardy.home import project_root
+    from tardy.project import open_context, spark_of
+    from tardy.rendering.grace import render_fit
+    from tardy.sources import declared
+
+    context = open_context(args.gateway, progress_to_stderr=args.json)
+    variables = context.config.variables
+    limits = thresholds(variables, declared().tiers())
+    with err.status("Reading the lateness series"):
+        result = fit(spark_of(context), project_root(), variables, limits, args.source)
+    if args.apply and result.suggested != result.current:
+        write_grace_days(project_root(), result.suggested)
+        result.applied = True
+    if args.json:
+        print_json(result.as_dict())
+    else:
+        render_fit(result, console)
     return 0

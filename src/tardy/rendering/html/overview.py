@@ -72,11 +72,15 @@ def report_page(report: Report) -> str:
             "lateness",
             f"Lateness per source (grace window: {report.grace_days} days)",
             "For each source system, how long its rows took to arrive (hours from event to "
-            "arrival; p50 = typical row, p95/p99 = the slowest 5% / 1%), per arrival day. The "
+            "arrival; p50 = typical row, p95/p99 = the slowest 5% / 1%), per arrival hour. The "
             f"red band marks the end of the {report.grace_days}-day grace window: rows that "
             "lag beyond it arrive after their day became final and force a restatement. The "
-            "last panel shows that late share per source.",
-            lateness_figure(report.lateness, report.grace_days),
+            "dash-dotted line is the p99 lag above which the source alerts (a multiple of its "
+            "own recent p99); a red column is an alert now, over the hours it covers. The "
+            "last panel shows the late share per source.",
+            lateness_figure(
+                report.lateness, report.grace_days, report.lateness_alerts, report.lag_limits
+            ),
             empty=not report.lateness,
         ),
         Chart(

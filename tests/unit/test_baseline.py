@@ -1,0 +1,126 @@
+"""The alerts against each source's own history (``tardy.baseline``, ``tardy.alerts``) on
+series rows built by hand: what makes each fire, and what does not."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime, timedelta
+
+import pytest
+
+from tardy.alerts import Metric, check_baseline, thresholds
+from tardy.baseline import Baseline, Settings, recent_of
+from tardy.errors import InputError
+from tardy.lateness_series import Hour
+
+NOW = datetime(2026, 3, 9, 23)
+SETTINGS = Settings()
+VARIABLES = {
+    "lateness_alert_tiers": {"daily": {"late_ratio": 0.05, "lag_hours_p99": 120}},
+}
+LIMITS = thresholds(VARIABLES, {"pos": "daily"})
+
+
+def hour(at: datetime, p99: float, late: int = 0, measured: int = 100) -> Hour:
+    """An hour of ``pos``: ``late`` of its measured rows 9 days late, the rest on time."""
+    return Hour("pos", at, measured, measured, 1.0, 2.0, p99, {0: measured - late, 9: late})
+
+
+def history(base: float = 5.0, **last: float) -> list[Hour]:
+    """Eight days of hours with a p99 lag of ``base``; the last ``n`` hours at
+    ``last["p99"]`` and with ``last["late"]`` late rows (``n = last["hours"]``)."""
+    n = int(last.get("hours", 0))
+    out = []
+    for h in range(8 * 24):
+        at = NOW - timedelta(hours=h)
+        if h < n:
+            out.append(hour(at, last.get("p99", base), int(last.get("late", 0))))
+        else:
+            out.append(hour(at, base))
+    return out
+
+
+def alerts_of(hours: list[Hour], restated: list[int] | None = None) -> list:
+    recent = recent_of(hours, NOW, SETTINGS, 3, "store-systems@example.com")
+    baseline = Baseline(
+        now=NOW.isoformat(),
+        grace_days=3,
+        settings=asdict(SETTINGS),
+        recent=[recent],
+        restated_days=restated or [0, 0, 0, 0, 0],
+        current_week="2026-03-02",
+    )
+    return check_baseline(baseline, LIMITS)
+
+
+def test_a_lag_above_twice_the_baseline_in_each_window_hour_alerts_naming_the_owner() -> None:
+    (alert,) = alerts_of(history(hours=3, p99=11.0))
+    assert (alert.source, alert.metric) == ("pos", Metric.LAG_P99_VS_BASELINE)
+    assert alert.owner == "store-systems@example.com"
+    assert alert.value == pytest.approx(11.0 / 5.0) and alert.threshold == 2.0
+    assert alert.hours == tuple((NOW - timedelta(hours=h)).isoformat() for h in (2, 1, 0))
+    assert "store-systems@example.com" in alert.message
+
+
+@pytest.mark.parametrize("hours", [1, 2])  # spikes shorter than the window
+def test_a_spike_shorter_than_the_window_raises_nothing(hours: int) -> None:
+    assert alerts_of(history(hours=hours, p99=50.0, late=50)) == []
+
+
+def test_a_lag_at_twice_the_baseline_is_not_above_it() -> None:
+    assert alerts_of(history(hours=3, p99=10.0)) == []
+
+
+def test_a_spike_that_has_passed_raises_nothing() -> None:
+    hours = history()
+    for h in hours:
+        if timedelta(hours=5) <= NOW - h.arrival_hour <= timedelta(hours=10):
+            object.__setattr__(h, "lag_hours_p99", 80.0)
+    assert alerts_of(hours) == []
+
+
+def test_a_late_ratio_above_the_tier_in_each_window_hour_alerts() -> None:
+    (alert,) = alerts_of(history(hours=3, late=6))
+    assert alert.metric == Metric.LATE_RATIO_SUSTAINED
+    assert alert.value == pytest.approx(0.06) and alert.threshold == 0.05
+
+
+def test_an_hour_without_arrivals_in_the_window_breaks_the_streak() -> None:
+    hours = [h for h in history(hours=3, p99=40.0, late=40) if h.arrival_hour != NOW]
+    assert alerts_of(hours) == []
+
+
+def test_no_history_no_baseline_alert() -> None:
+    recent = recent_of(history()[:3], NOW, SETTINGS, 3, None)
+    assert recent.baseline_lag_p99 is None
+
+
+def test_restated_days_above_the_mean_plus_two_sigma_alert() -> None:
+    (alert,) = alerts_of(history(), restated=[2, 3, 2, 3, 6])
+    assert alert.metric == Metric.RESTATEMENT_FREQUENCY
+    assert alert.value == 6 and alert.threshold == pytest.approx(2.5 + 2 * 0.5)
+    assert alert.hours == ("2026-03-02",)
+
+
+@pytest.mark.parametrize(
+    "restated",
+    [
+        [2, 3, 2, 3, 3],  # within the mean + 2 sigma
+        [0, 0, 0, 0, 2],  # above, but below restatement_min_days
+    ],
+)
+def test_restated_days_within_the_usual_or_few_raise_nothing(restated: list[int]) -> None:
+    assert alerts_of(history(), restated=restated) == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"sustained_hours": "two"}, "must be a number"),
+        ({"lag_p99_factor": 0}, "must be above 0"),
+        ({"sustained": 3}, "unknown settings sustained"),
+    ],
+)
+def test_bad_settings_are_clear_errors(raw: dict, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        Settings.of({"lateness_baseline": raw})
