@@ -88,6 +88,7 @@ def test_a_model_reading_the_bounds_renders_once_per_interval(
         macros=context._macros,
         audit_definitions=context._audits,
         dialect="spark",
+        variables=context.config.variables,  # its lookback reads grace_days (@grace_lookback)
     )
     assert reads_by_bounds(model)
     snapshot = Snapshot.from_node(model, nodes={}, ttl="in 1 week")
