@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import statistics
 import typing as t
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import date, datetime, timedelta
 
 from tardy.errors import InputError
@@ -47,18 +47,12 @@ if t.TYPE_CHECKING:
     from tardy.lateness_series import Hour
 
 SETTINGS_VARIABLE = "lateness_baseline"
-DEFAULTS: dict[str, float] = {
-    "sustained_hours": 3,
-    "lag_p99_factor": 2.0,
-    "baseline_days": 7,
-    "restatement_weeks": 4,
-    "restatement_sigmas": 2.0,
-    "restatement_min_days": 3,
-}
 
 
 @dataclass(frozen=True)
 class Settings:
+    """``lateness_baseline`` in ``project.yaml``; the defaults are the seeds'."""
+
     sustained_hours: int = 3
     lag_p99_factor: float = 2.0
     baseline_days: int = 7
@@ -68,6 +62,8 @@ class Settings:
 
     @classmethod
     def of(cls, variables: t.Mapping[str, t.Any]) -> Settings:
+        """The settings ``project.yaml`` names, each default (the fields') where it names none;
+        a clear error for an unknown setting or a value that is no number above 0."""
         raw = variables.get(SETTINGS_VARIABLE) or {}
         unknown = sorted(set(raw) - set(DEFAULTS))
         if unknown:
@@ -90,6 +86,9 @@ class Settings:
                 )
             values[name] = number if isinstance(default, float) else int(number)
         return cls(**values)
+
+
+DEFAULTS: dict[str, float] = {f.name: f.default for f in fields(Settings)}  # type: ignore[misc]
 
 
 @dataclass
