@@ -16,6 +16,7 @@ from pathlib import Path
 from tardy.busy import home_busy
 from tardy.cli.models import add_parsers as add_model_parsers
 from tardy.cli.output import console, err, print_json, report_refusal, spark_without_project
+from tardy.cli.quarantine import add_parsers as add_quarantine_parsers
 from tardy.cli.reading import (
     cmd_card,
     cmd_detect,
@@ -394,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.set_defaults(func=cmd_export)
 
     add_model_parsers(sub)
+    add_quarantine_parsers(sub)
 
     eng = sub.add_parser("engine", help="the data home's warm Spark engine: status, start, stop")
     eng.add_argument("action", choices=("status", "start", "stop"), nargs="?", default="status")

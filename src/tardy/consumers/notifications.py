@@ -58,6 +58,7 @@ class EventKind(StrEnum):
     PUBLICATION = "publication"
     RESTATEMENT_STAGED = "restatement_staged"
     ALERT = "alert"
+    QUARANTINE_REJECTED = "quarantine_rejected"
 
 
 @dataclass(frozen=True)
@@ -405,4 +406,18 @@ def alerted(message: str, detail: dict[str, t.Any], data_state: str | None) -> E
         message,
         about=f"alert:{sorted(detail.items())}:{data_state}",
         detail=detail,
+    )
+
+
+def rejected(
+    source: str, owner: str | None, record_ids: t.Sequence[str], reason: str, steward: str
+) -> Event:
+    """Quarantined records a steward rejected: their source system's owner is told first."""
+    to = f" (owner {owner})" if owner else ""
+    return Event(
+        EventKind.QUARANTINE_REJECTED,
+        f"source {source}{to}: {len(record_ids)} quarantined record(s) rejected by {steward}: "
+        f"{reason}",
+        about=f"rejected:{sorted(record_ids)}:{reason}",
+        detail={"source": source, "owner": owner, "records": list(record_ids), "reason": reason},
     )

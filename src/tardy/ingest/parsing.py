@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 
 from tardy.ingest.discovery import LandingFile, read_landing_file
 from tardy.ingest.errors import FileRefused
@@ -169,29 +169,42 @@ def bronze_rows(
         raise FileRefused(landing_file.path, str(exc)) from exc
     arrival = landing_file.arrival_ts or ingested_at
     arrival = arrival.astimezone(UTC).replace(tzinfo=None) if arrival.tzinfo else arrival
-    arrival_date: date = arrival.date()
     ingested = ingested_at.astimezone(UTC).replace(tzinfo=None)
-    table = table_of(landing_file.source_system)
-    if table is None:  # ingest refuses such files first
+    if table_of(landing_file.source_system) is None:  # ingest refuses such files first
         raise FileRefused(landing_file.path, undeclared(landing_file.source_system))
-    rows: list[tuple[object, ...]] = []
-    for number, line in enumerate(lines, start=1):
-        text, fields, error = parse_landing_line(line, table.fields)
-        rows.append(
-            (
-                f"{landing_file.sha256}:{number}",
-                landing_file.source_system,
-                landing_file.source_file,
-                landing_file.sha256,
-                number,
-                ingestion_id,
-                ingested,
-                arrival,
-                arrival_date,
-                parse_event_ts(fields.get(table.ts_field)),
-                text,
-                error,
-                *(fields.get(name) for name in table.fields),
-            )
-        )
-    return rows
+    return [
+        bronze_row(landing_file, number, line, ingestion_id, ingested, arrival)
+        for number, line in enumerate(lines, start=1)
+    ]
+
+
+def bronze_row(
+    landing_file: LandingFile,
+    number: int,
+    line: bytes,
+    ingestion_id: str,
+    ingested: datetime,
+    arrival: datetime,
+) -> tuple[object, ...]:
+    """Line ``number`` of a landing file as its bronze row, in the table's column order (naive
+    UTC times); also how a steward's fix is checked before it is written
+    (``tardy.quarantine.fixes``)."""
+    table = table_of(landing_file.source_system)
+    if table is None:
+        raise FileRefused(landing_file.path, undeclared(landing_file.source_system))
+    text, fields, error = parse_landing_line(line, table.fields)
+    return (
+        f"{landing_file.sha256}:{number}",
+        landing_file.source_system,
+        landing_file.source_file,
+        landing_file.sha256,
+        number,
+        ingestion_id,
+        ingested,
+        arrival,
+        arrival.date(),
+        parse_event_ts(fields.get(table.ts_field)),
+        text,
+        error,
+        *(fields.get(name) for name in table.fields),
+    )

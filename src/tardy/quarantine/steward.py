@@ -1,0 +1,227 @@
+"""The steward's three decisions on a quarantined record: reject it, mark it a duplicate of
+another record, or fix it (``tardy.quarantine.fixes``). Each is a row of the review table
+(``tardy.quarantine.reviews``); bronze is never edited.
+
+The CLI takes the restatement lock first (``tardy.engine.restate.hold``), so of two stewards
+deciding at once one decides and the other is refused (exit 3); a record that has a decision
+refuses another unless it ``supersede``s it (``AlreadyDecided``, exit 3).
+"""
+
+from __future__ import annotations
+
+import json
+import typing as t
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from tardy.engine.log import actor
+from tardy.errors import InputError, Refused
+from tardy.home import activate
+from tardy.quarantine import fixes
+from tardy.quarantine.listing import Quarantined, read, resolve
+from tardy.quarantine.reviews import Decision, Review, append, steward_files
+from tardy.sources import declared
+from tardy.sql import literal
+
+if t.TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from sqlmesh import Context
+
+LOCK_NAME = "quarantine-review"  # the lock holder's name while a steward decides
+
+
+class AlreadyDecided(Refused):
+    """The record has a decision: ``--supersede`` replaces it (nothing was written)."""
+
+
+@dataclass(frozen=True)
+class Decided:
+    decisions: list[Decision]
+    fix: fixes.Fix | None = None
+    completed: bool = False  # a fix interrupted before its decision, completed now
+    notified: list[str] = field(default_factory=list)  # owners told (rejections)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "decisions": [d.as_dict() for d in self.decisions],
+            "steward_file": self.fix.source_file if self.fix else None,
+            "completed_interrupted_fix": self.completed,
+            "notified": self.notified,
+        }
+
+
+def _open(found: Quarantined, supersede: bool) -> str | None:
+    """The review ``found``'s new decision supersedes; refused when it has one and
+    ``supersede`` is not given."""
+    if found.decision is None:
+        return None
+    if not supersede:
+        d = found.decision
+        raise AlreadyDecided(
+            f"{found.record_id} is already {d.decision} ({d.review_id}, by {d.steward} at "
+            f"{d.decided_at:%Y-%m-%d %H:%M}Z: {d.reason}); --supersede replaces that decision"
+        )
+    return found.decision.review_id
+
+
+def _reason(reason: str | None) -> str:
+    if not reason or not reason.strip():
+        raise InputError("a decision needs --reason TEXT (kept in the review table)")
+    return reason.strip()
+
+
+def reject(
+    context: Context,
+    spark: SparkSession,
+    ids: t.Sequence[str],
+    reason: str,
+    supersede: bool = False,
+) -> Decided:
+    """Reject the records ``ids`` name, in one commit, and tell their sources' owners."""
+    from tardy.consumers import notifications
+
+    why, steward = _reason(reason), actor()
+    listing = read(context, spark)
+    found = list({r.record_id: r for r in (resolve(listing.records, i) for i in ids)}.values())
+    decisions = [
+        Decision.new(
+            r.record_id, r.source, Review.REJECTED, why, steward, supersedes=_open(r, supersede)
+        )
+        for r in found
+    ]
+    append(spark, *decisions)
+    owners = declared().sources
+    events = []
+    for source in sorted({r.source for r in found}):
+        owner = owners[source].owner if source in owners else None
+        mine = [r.record_id for r in found if r.source == source]
+        events.append(notifications.rejected(source, owner, mine, why, steward))
+    settings = context.config.variables.get("notifications")
+    notifications.notify(activate().root, settings, *events)
+    told = sorted({str(e.detail["owner"]) for e in events if e.detail.get("owner")})
+    return Decided(decisions, notified=told)
+
+
+def duplicate(
+    context: Context,
+    spark: SparkSession,
+    given: str,
+    of: str,
+    reason: str | None = None,
+    supersede: bool = False,
+) -> Decided:
+    """Mark a quarantined record a replay of ``of``, a record of its source's bronze table."""
+    listing = read(context, spark)
+    found = resolve(listing.records, given)
+    original = _bronze_record(spark, found.source, of)
+    if original == found.record_id:
+        raise InputError(f"{given}: a record cannot duplicate itself")
+    why = reason.strip() if reason and reason.strip() else f"a replay of {original}"
+    decision = Decision.new(
+        found.record_id,
+        found.source,
+        Review.DUPLICATE,
+        why,
+        actor(),
+        duplicate_of=original,
+        supersedes=_open(found, supersede),
+    )
+    append(spark, decision)
+    return Decided([decision])
+
+
+def _bronze_record(spark: SparkSession, source: str, given: str) -> str:
+    """The record id of ``source``'s bronze table that ``given`` names (one read)."""
+    declaration = declared().get(source)
+    if declaration is None:
+        raise InputError(f"source {source!r} is not declared in sources.yaml")
+    prefix, sep, line = given.strip().rpartition(":")
+    if not sep or not line.isdigit() or len(prefix) < 6:
+        raise InputError(f"--of {given!r}: expected <file sha256 or its first 6+>:<line>")
+    rows = spark.sql(
+        f"SELECT record_id FROM {declaration.bronze} "
+        f"WHERE startswith(record_id, {literal(prefix)}) AND line_number = {int(line)}"
+    ).collect()
+    if len(rows) != 1:
+        problem = "no record" if not rows else f"{len(rows)} records"
+        raise InputError(f"--of {given}: {problem} of {declaration.bronze} with this id")
+    return str(rows[0].record_id)
+
+
+def fix(
+    context: Context,
+    spark: SparkSession,
+    given: str,
+    sets: t.Sequence[str],
+    reason: str,
+    supersede: bool = False,
+) -> Decided:
+    """Write a steward record with the fixed values (checked by the source's rules) into
+    its source's landing folder, and its decision; or complete an interrupted fix."""
+    home = activate()
+    listing = read(context, spark)
+    found = resolve(listing.records, given)
+    landed = fixes.pending(home.landing, found, steward_files(spark))
+    if landed is not None:
+        return _complete(spark, home.landing, found, landed)
+    why, steward = _reason(reason), actor()
+    source = declared().get(found.source)
+    if source is None:
+        raise InputError(f"{found.record_id}: source {found.source!r} is not declared")
+    supersedes = _open(found, supersede)
+    values = fixes.parse_sets(source, sets)
+    provenance = {
+        "steward": steward,
+        "original": found.record_id,
+        "reason": why,
+        "set": {item.partition("=")[0].strip(): item.partition("=")[2] for item in sets},
+    }
+    assert listing.clock is not None  # a record was found, so the feed has a clock
+    planned = fixes.plan_fix(
+        home.landing, found, fixes.fixed_line(found, values, provenance), listing.clock
+    )
+    rule = fixes.failing_rule(context, spark, source, planned)
+    if rule is not None:
+        raise fixes.FixRefused(
+            f"{found.record_id}: the fixed record fails rule {rule} of source {source.name} "
+            f"(@{source.rules}); nothing was written"
+        )
+    fixes.write(planned)
+    decision = Decision.new(
+        found.record_id,
+        found.source,
+        Review.FIXED,
+        why,
+        steward,
+        steward_file=planned.source_file,
+        supersedes=supersedes,
+    )
+    append(spark, decision)
+    return Decided([decision], fix=planned)
+
+
+def _complete(spark: SparkSession, landing: Path, found: Quarantined, landed: Path) -> Decided:
+    """The decision of a steward file a killed fix left without one (its provenance)."""
+    record = json.loads(landed.read_text(encoding="utf-8"))
+    provenance = record.get(fixes.PROVENANCE, {})
+    relative = landed.relative_to(landing).as_posix()
+    decision = Decision.new(
+        found.record_id,
+        found.source,
+        Review.FIXED,
+        str(provenance.get("reason") or "a fix completed"),
+        str(provenance.get("steward") or actor()),
+        steward_file=relative,
+        supersedes=found.decision.review_id if found.decision else None,
+    )
+    append(spark, decision)
+    text = landed.read_text(encoding="utf-8").rstrip("\n")
+    planned = fixes.Fix(found.record_id, found.source, text, landed, relative, _arrival(landed))
+    return Decided([decision], fix=planned, completed=True)
+
+
+def _arrival(path: Path) -> datetime:
+    from tardy.landing import parse_arrival_dir
+
+    return parse_arrival_dir(path.parent.name)
