@@ -15,6 +15,9 @@ days may wait for a restatement.
   times the source's rolling baseline in each of them; ``restatement_frequency``, the days
   restated in the current week above the mean + 2σ of the weeks before. A source's alert
   names its ``owner`` (``sources.yaml``) and the hours it covers.
+* **Open quarantine** (``quarantine_open_max_hours``): a source's oldest quarantined record
+  without a steward's decision (``tardy quarantine``) has waited longer, on the feed's clock;
+  the alert names the source's owner.
 * **Pending age**: late bronze rows for final days that no restatement has applied yet
   (``Status.pending_final`` is not empty) have waited ``max(arrival_ts) - min(arrival_ts of
   the late rows that arrived after the arrival watermark)``. Measured in the feed's own time,
@@ -37,6 +40,7 @@ if t.TYPE_CHECKING:
 
 TIERS_VARIABLE = "lateness_alert_tiers"
 PENDING_AGE_VARIABLE = "pending_late_data_max_age_hours"
+QUARANTINE_AGE_VARIABLE = "quarantine_open_max_hours"
 ANY_SOURCE = "*"
 
 
@@ -47,6 +51,7 @@ class Metric(StrEnum):
     LATE_RATIO_SUSTAINED = "late_ratio_sustained"
     LAG_P99_VS_BASELINE = "lag_p99_vs_baseline"
     RESTATEMENT_FREQUENCY = "restatement_frequency"
+    QUARANTINE_OPEN_AGE_HOURS = "quarantine_open_age_hours"
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,12 @@ class Alert:
                 f"{self.value:,.0f} days restated in the week of {week}, above "
                 f"{self.threshold:,.1f} (the mean + 2 sigma of the weeks before)"
             )
+        if self.metric == Metric.QUARANTINE_OPEN_AGE_HOURS:
+            return (
+                f"source {self.source}{owner}: a quarantined record has waited "
+                f"{self.value:,.1f} h for review (limit {self.threshold:,.1f} h): "
+                "`tardy quarantine`"
+            )
         if self.metric == Metric.PENDING_AGE_HOURS:
             return (
                 f"late data for final days has waited {self.value:,.1f} h for a restatement "
@@ -107,6 +118,7 @@ class Thresholds:
     tiers: dict[str, Tier]
     sources: dict[str, str]  # source -> tier name
     pending_age_hours: float | None
+    quarantine_open_hours: float | None = None
 
     def tier_of(self, source: str) -> Tier | None:
         name = self.sources.get(source, self.sources.get(ANY_SOURCE))
@@ -137,7 +149,13 @@ def thresholds(variables: dict[str, t.Any], source_tiers: dict[str, str]) -> Thr
             + ", ".join(unknown)
         )
     age = variables.get(PENDING_AGE_VARIABLE)
-    return Thresholds(tiers, sources, None if age is None else float(age))
+    open_age = variables.get(QUARANTINE_AGE_VARIABLE)
+    return Thresholds(
+        tiers,
+        sources,
+        None if age is None else float(age),
+        None if open_age is None else float(open_age),
+    )
 
 
 def _source_alerts(source: SourceStatus, tier: Tier) -> list[Alert]:
@@ -151,8 +169,11 @@ def _source_alerts(source: SourceStatus, tier: Tier) -> list[Alert]:
     return out
 
 
-def check(status: Status, limits: Thresholds) -> list[Alert]:
-    """Every exceeded threshold of a ``Status``."""
+def check(
+    status: Status, limits: Thresholds, owners: t.Mapping[str, str | None] | None = None
+) -> list[Alert]:
+    """Every exceeded threshold of a ``Status``; ``owners``: each source's (sources.yaml),
+    named by its quarantine alert."""
     alerts = []
     for source in status.sources:
         tier = limits.tier_of(source.source_system)
@@ -161,7 +182,27 @@ def check(status: Status, limits: Thresholds) -> list[Alert]:
     age, limit = status.pending_age_hours, limits.pending_age_hours
     if age is not None and limit is not None and age > limit:
         alerts.append(Alert(ANY_SOURCE, Metric.PENDING_AGE_HOURS, age, limit, "pending"))
-    return alerts
+    return alerts + check_quarantine(status, limits, owners or {})
+
+
+def check_quarantine(
+    status: Status, limits: Thresholds, owners: t.Mapping[str, str | None]
+) -> list[Alert]:
+    """A source whose oldest open quarantined record waited longer than the limit."""
+    limit = limits.quarantine_open_hours
+    if limit is None:
+        return []
+    oldest: dict[str, float] = {}
+    for count in status.quarantine_review:
+        if count.oldest_open_hours is not None:
+            oldest[count.source] = max(oldest.get(count.source, 0.0), count.oldest_open_hours)
+    return [
+        Alert(
+            source, Metric.QUARANTINE_OPEN_AGE_HOURS, age, limit, "quarantine", owners.get(source)
+        )
+        for source, age in sorted(oldest.items())
+        if age > limit
+    ]
 
 
 def _recent_alerts(recent: Recent, tier: Tier, factor: float) -> list[Alert]:

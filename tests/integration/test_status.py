@@ -375,6 +375,11 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
     }
     if lake.status.pending_age_hours > variables["pending_late_data_max_age_hours"]:
         expected.add(("*", "pending_age_hours"))
+    expected |= {
+        (count.source, "quarantine_open_age_hours")
+        for count in lake.status.quarantine_review
+        if (count.oldest_open_hours or 0) > variables["quarantine_open_max_hours"]
+    }
     assert (PROBE, "late_ratio") in expected
 
     assert cli.main(["status", "--check", "--json", "--fresh"]) == 4
@@ -400,6 +405,7 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
     loose = {name: {"late_ratio": 1.0, "lag_hours_p99": 1e9} for name in tiers}
     monkeypatch.setitem(variables, "lateness_alert_tiers", loose)
     monkeypatch.setitem(variables, "pending_late_data_max_age_hours", 1e9)
+    monkeypatch.setitem(variables, "quarantine_open_max_hours", 1e9)
     assert cli.main(["status", "--check", "--fresh"]) == 0
     assert "Check passed" in capsys.readouterr().out
 

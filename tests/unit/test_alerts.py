@@ -81,3 +81,26 @@ def test_bad_configuration_is_a_clear_error() -> None:
         thresholds(VARIABLES, {"pos": "hourly"})
     with pytest.raises(InputError, match="lateness_alert_tiers.realtime needs numbers"):
         thresholds({**VARIABLES, "lateness_alert_tiers": {"realtime": {"late_ratio": "x"}}}, TIERS)
+
+
+def test_open_quarantine_older_than_the_limit_alerts_its_source_naming_the_owner() -> None:
+    """A source's oldest open quarantined record past ``quarantine_open_max_hours`` alerts
+    that source, naming its owner; reviewed records and younger open ones raise nothing."""
+    from tardy.quarantine.listing import Count
+
+    result = status()
+    result.quarantine_review = [
+        Count("pos", "invalid_store_id", 1, 0, 72.5),  # past 72 h
+        Count("pos", "negative_quantity", 2, 0, 10.0),
+        Count("partner", "invalid_quantity", 0, 3, None),  # every record reviewed
+        Count("payments", "missing_refund_id", 1, 0, 72.0),  # at the limit: within
+    ]
+    limits = thresholds({**VARIABLES, "quarantine_open_max_hours": 72}, TIERS)
+    (alert,) = check(result, limits, {"pos": "store-systems@example.com"})
+    assert (alert.source, alert.metric, alert.value) == (
+        "pos",
+        Metric.QUARANTINE_OPEN_AGE_HOURS,
+        72.5,
+    )
+    assert "(owner store-systems@example.com)" in alert.message
+    assert check(result, thresholds(VARIABLES, TIERS)) == []  # no limit configured

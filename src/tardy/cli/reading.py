@@ -249,7 +249,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         recorded, source = recording.commit(answers), Source.COMPUTED
     limits = thresholds(variables, declared().tiers()) if args.check else None
     answer = _answered(recorded, source)
-    alerts = check(result, limits) if limits is not None else []
+    owners = {name: s.owner for name, s in declared().sources.items()}
+    alerts = check(result, limits, owners) if limits is not None else []
     if limits is not None and baseline is not None:
         alerts += check_baseline(baseline, limits)
     if args.json:

@@ -61,6 +61,7 @@ from tardy.engine.delta import single_row
 from tardy.engine.log import PERIODS_VIEW, ensure_log
 from tardy.engine.trail import ensure_trail, standing_rows
 from tardy.ingest.tables import arrivals, main_table
+from tardy.quarantine.listing import Count
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -291,6 +292,8 @@ class Status:
     revisions_by_model: dict[str, Revisions] = field(default_factory=dict)
     # How long the oldest pending late row for a final day has waited (None: none pending).
     pending_age_hours: float | None = None
+    # Quarantined records per source and reason: open and reviewed (``tardy quarantine``).
+    quarantine_review: list[Count] = field(default_factory=list)
     # The detect manifest the pending periods come from; not in ``as_dict`` (``detect`` holds
     # its summary): ``tardy status`` records it as ``tardy detect``'s answer.
     manifest: Manifest | None = field(default=None, repr=False, compare=False)
@@ -314,6 +317,7 @@ class Status:
                     model: Revisions(**moved)
                     for model, moved in raw.get("revisions_by_model", {}).items()
                 },
+                "quarantine_review": [Count(**c) for c in raw.get("quarantine_review", [])],
             }
         )
 
@@ -455,6 +459,7 @@ def status(context: Context, spark: SparkSession) -> Status:
     from tardy.engine import sqlmesh_api
     from tardy.engine.closure import Closure
     from tardy.engine.detect import detect
+    from tardy.quarantine.listing import counts, read
 
     grace = int(context.config.variables["grace_days"])
     ensure_status_view(context, spark)
@@ -495,5 +500,6 @@ def status(context: Context, spark: SparkSession) -> Status:
             if any(pending_final.values())
             else None
         ),
+        quarantine_review=counts(read(context, spark, clock=max_arrival).records),
         manifest=manifest,
     )

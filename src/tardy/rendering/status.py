@@ -115,6 +115,10 @@ def render_status(result: Status, console: Console) -> None:
         console.print(restated_table(result.restated))
     for moved in sorted(result.revisions_by_model.values(), key=lambda r: r.model):
         console.print(moved_line(moved), highlight=False)
+    if result.quarantine_review:
+        from tardy.rendering.quarantine import counts_table
+
+        console.print(counts_table(result.quarantine_review))
     console.print(f"Per day: SELECT * FROM {result.view}", markup=False)
 
 
