@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pyspark.sql import SparkSession
 
 from tardy.ingest.tables import arrivals, bronze_tables
+from tardy.quarantine.listing import Count
 from tardy.sql import literal
 
 if t.TYPE_CHECKING:
@@ -25,6 +26,8 @@ class Summary:
     quarantined: dict[str, int]  # by reason, every source's quarantine
     weekly: list[dict[str, object]]
     quarantined_by_model: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Open and reviewed per source and reason (``tardy quarantine``).
+    quarantine_review: list[Count] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -59,6 +62,7 @@ GROUP BY ROLLUP(source_system)
 
 
 def summarize(context: Context, spark: SparkSession, grace_days: int) -> Summary:
+    from tardy.quarantine.listing import counts, read
     from tardy.reporting import quarantine_models
 
     rows = {table: spark.table(table).count() for table in layers(context)}
@@ -95,7 +99,7 @@ def summarize(context: Context, spark: SparkSession, grace_days: int) -> Summary
         for row in spark.sql(query + " ORDER BY model, reason").collect():
             by_model.setdefault(row.model, {})[row.reason] = int(row.n)
     quarantined: dict[str, int] = {}
-    for reason, n in sorted((r, n) for counts in by_model.values() for r, n in counts.items()):
+    for reason, n in sorted((r, n) for by in by_model.values() for r, n in by.items()):
         quarantined[reason] = quarantined.get(reason, 0) + n
     weekly = [
         {
@@ -110,4 +114,5 @@ def summarize(context: Context, spark: SparkSession, grace_days: int) -> Summary
             """
         ).collect()
     ]
-    return Summary(rows, lateness, quarantined, weekly, by_model)
+    review = counts(read(context, spark).records)
+    return Summary(rows, lateness, quarantined, weekly, by_model, review)

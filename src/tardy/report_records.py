@@ -7,6 +7,8 @@ from __future__ import annotations
 import typing as t
 from dataclasses import asdict, dataclass, field
 
+from tardy.quarantine.listing import Count
+
 if t.TYPE_CHECKING:
     from tardy.consumers.card import Card
 
@@ -148,6 +150,8 @@ class Report:
     lateness_alerts: list[LatenessAlert] = field(default_factory=list)
     # Per source: the p99 lag above which ``lag_p99_vs_baseline`` fires (k × its baseline).
     lag_limits: dict[str, float] = field(default_factory=dict)
+    # Quarantined records open and reviewed per source and reason (``tardy quarantine``).
+    quarantine_review: list[Count] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

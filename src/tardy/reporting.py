@@ -27,6 +27,7 @@ from tardy.engine.plan import report_dir
 from tardy.engine.trail import standing_rows
 from tardy.errors import InputError
 from tardy.home import activate
+from tardy.quarantine.listing import counts, read
 from tardy.report_records import (
     DailyRevision,
     IntervalChange,
@@ -291,6 +292,7 @@ def gather(context: Context, spark: SparkSession) -> Report:
         periods=periods,
         lateness=lateness,
         quarantine=_quarantine(context, spark),
+        quarantine_review=counts(read(context, spark).records),
         restatements=_summaries(spark),
         models=_models(spark),
         cards=cards(context, spark),

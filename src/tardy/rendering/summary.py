@@ -87,4 +87,8 @@ def render_summary(summary: Summary, console: Console) -> None:
     if by_source:
         console.print(late_arrivals_table(by_source, t.cast(int, lat["grace_days"])))
     console.print(quarantine_table(summary.quarantined_by_model))
+    if summary.quarantine_review:
+        from tardy.rendering.quarantine import counts_table
+
+        console.print(counts_table(summary.quarantine_review))
     console.print(weekly_table(summary.weekly))

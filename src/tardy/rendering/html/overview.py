@@ -12,7 +12,7 @@ from tardy.rendering.html.models import models_section
 from tardy.rendering.html.page import Chart, cards, chart_section, page, status_badge, table
 from tardy.rendering.html.periods import periods_figure
 from tardy.rendering.html.products import products_section
-from tardy.rendering.html.quarantine import quarantine_figure
+from tardy.rendering.html.quarantine import quarantine_figure, review_table
 from tardy.report_records import Report, RestatedPeriod, RestatementSummary
 
 MAX_RESTATEMENTS = 10  # restatements in the report page's before/after chart (the latest)
@@ -91,6 +91,7 @@ def report_page(report: Report) -> str:
             "numbers miss rows until the source sends them again, corrected.",
             quarantine_figure(report.quarantine),
             empty=not report.quarantine,
+            below=review_table(report.quarantine_review) if report.quarantine_review else "",
         ),
         Chart(
             "restatements",

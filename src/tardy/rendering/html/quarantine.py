@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from tardy.quarantine.listing import Count
+from tardy.rendering.html.page import table
 from tardy.rendering.html.style import TEMPLATE, nothing_yet
 from tardy.rendering.html.text import plain, short
 from tardy.report_records import QuarantineDay
@@ -44,3 +46,21 @@ def quarantine_figure(days: Sequence[QuarantineDay]) -> go.Figure:
         xaxis_title="day of the row",
     )
     return figure
+
+
+def review_table(counts: Sequence[Count]) -> str:
+    """The stewards' review: open and reviewed records per source and reason."""
+    return "<h3>Quarantine review: open and reviewed, per source and reason</h3>" + table(
+        ["source", "reason", "open", "reviewed", "oldest open (h)"],
+        (
+            [
+                c.source,
+                c.reason,
+                c.open,
+                c.reviewed,
+                "-" if c.oldest_open_hours is None else f"{c.oldest_open_hours:,.0f}",
+            ]
+            for c in counts
+        ),
+        numeric=[2, 3, 4],
+    )
