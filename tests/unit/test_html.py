@@ -23,6 +23,7 @@ from plotly.offline import get_plotlyjs
 
 from tardy.consumers.card import Card
 from tardy.consumers.status import SourceStatus
+from tardy.quarantine.listing import Count
 from tardy.rendering.html import report_page, restatement_page
 from tardy.rendering.html.intervals import interval_text, intervals_figure
 from tardy.rendering.html.lateness import lateness_figure, points
@@ -204,6 +205,7 @@ def full_report() -> Report:
         lateness_alerts=[LAG_ALERT],
         lag_limits={SOURCES[1]: 88.0},
         quarantine=quarantine,
+        quarantine_review=REVIEW,
         restatements=[
             RestatementSummary(
                 LATE_ID,
@@ -232,6 +234,12 @@ def full_report() -> Report:
         ],
         cards=cards(),
     )
+
+
+REVIEW = [
+    Count("pos_eu", "negative_quantity " + HOSTILE, 3, 2, 96.0),
+    Count("pos_us", "invalid_store_id", 0, 4, None),
+]
 
 
 def cards() -> list[Card]:
@@ -404,6 +412,19 @@ def test_full_report_shows_each_published_models_card(pages: dict[str, tuple[str
     assert "pos_eu 7.00%" in shown and "pos_us 0.00%" in shown
     assert "gold.store_features" in shown and "not yet" in shown and "never" in shown
     assert 'id="products"' not in pages["empty"][0]  # nothing published: no section
+
+
+def test_full_report_counts_open_and_reviewed_quarantine(
+    pages: dict[str, tuple[str, PageCheck]],
+):
+    """The stewards' review under the quarantine chart: a row per source and reason."""
+    text, check = pages["full"]
+    section = text.split('id="quarantine"', 1)[1].split("</section>", 1)[0]
+    assert section.count("<tr>") == len(REVIEW) + 1  # the header row too
+    shown = " ".join(check.text.split("Quarantine review", 1)[1].split())
+    assert "pos_eu negative_quantity" in shown and "3 2 96" in shown
+    assert "pos_us invalid_store_id 0 4 -" in shown
+    assert "Quarantine review" not in pages["empty"][0]  # nothing quarantined: no table
 
 
 def test_text_from_the_data_is_escaped(pages: dict[str, tuple[str, PageCheck]]):

@@ -26,6 +26,7 @@ from tardy.rendering import (
     consumers,
     history,
     models,
+    quarantine,
     restatement,
     versions,
 )
@@ -455,7 +456,56 @@ def retrained():
     return Retrained(registered()[1], 1, 1, 997.81, 978.30, False, reason, snapshot, 4, 9.5)
 
 
+def quarantined() -> list:
+    from tardy.quarantine.listing import Quarantined
+    from tardy.quarantine.reviews import Decision, Review
+
+    sha = "9f2c4e" + "0" * 58
+    decided = Decision(
+        "rv-20260130120000-a1b2c3d4",
+        f"{sha}:1204",
+        "partner_feed_of_stores",
+        Review.REJECTED,
+        "a test terminal",
+        "steward@example.com",
+        datetime(2026, 1, 30, 12),
+    )
+    return [
+        Quarantined(
+            f"{sha}:{line}",
+            source,
+            "silver.sales_quarantine",
+            reason,
+            day,
+            "2026-01-03T06:00:00",
+            age,
+            "{}",
+            f"{source}/x.jsonl",
+            decided if line == 1204 else None,
+        )
+        for line, source, reason, day, age in (
+            (7, "pos", "discount_exceeds_gross", "2026-01-02", 613.0),
+            (1204, "partner_feed_of_stores", "missing_transaction_id", "2026-01-03", 12345.5),
+            (88, "store_master", "invalid_effective_ts", None, None),
+        )
+    ]
+
+
+def quarantine_counts() -> list:
+    from tardy.quarantine.listing import counts
+
+    return counts(quarantined())
+
+
 TABLES = {
+    "quarantine": lambda **kw: rendered(
+        quarantined(),
+        {r.record_id: f"{r.record_id[:6]}:{r.line}" for r in quarantined()},
+        "open and reviewed",
+        printer=quarantine.render_listing,
+        **kw,
+    ),
+    "quarantine review": lambda **kw: rendered(quarantine.counts_table(quarantine_counts()), **kw),
     "manifest": lambda **kw: rendered(restatement.manifest_table(manifest()), **kw),
     "detect": lambda **kw: rendered(manifest(), printer=restatement.render_manifest, **kw),
     "diff": lambda **kw: rendered(restatement.diff_table(diff()), **kw),
@@ -484,6 +534,14 @@ TABLES = {
 }
 # The names each table must show whole, each time on one line.
 NAMES = {
+    "quarantine": [
+        "partner_feed_of_stores",
+        "discount_exceeds_gross",
+        "missing_transaction_id",
+        "9f2c4e:1204",
+        "invalid_effective_ts",
+    ],
+    "quarantine review": ["partner_feed_of_stores", "discount_exceeds_gross", "store_master"],
     "manifest": MODELS,
     "detect": MODELS,
     "diff": [*MODELS, RESTATEMENT_ID],

@@ -27,8 +27,7 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
             }
         )
     else:
-        state = "every" if args.all else "open"
-        render_listing(chosen, ids, f"Quarantined records ({state})", console)
+        render_listing(chosen, ids, "open and reviewed" if args.all else "open", console)
     return 0
 
 

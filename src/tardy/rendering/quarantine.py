@@ -21,29 +21,29 @@ def _hours(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def listing_table(records: Sequence[Quarantined], ids: Mapping[str, str], title: str) -> Table:
-    """A section per source, a row per record: its short id, day, reason, age (h), review."""
-    table = Table(title=title)
-    names_column(table, "source / id", [*(r.source for r in records), *ids.values()])
-    table.add_column("day", no_wrap=True)
-    names_column(table, "reason", [r.reason for r in records])
-    table.add_column("age h", justify="right")
-    table.add_column("review")
-    source = None
-    for record in records:
-        if record.source != source:
-            if source is not None:
-                table.add_section()
-            source = record.source
-            table.add_row(f"[bold]{escape(source)}[/]", "", "", "", "")
-        table.add_row(
-            f"  {ids[record.record_id]}",
-            record.day or "-",
-            escape(record.reason),
-            _hours(record.age_hours),
-            str(record.review),
-        )
-    return table
+def listing_tables(
+    records: Sequence[Quarantined], ids: Mapping[str, str], state: str
+) -> list[Table]:
+    """A table per source, a row per record: its short id, day, reason, age (h), review."""
+    tables = []
+    for source in sorted({r.source for r in records}):
+        mine = [r for r in records if r.source == source]
+        table = Table(title=f"{escape(source)}: {len(mine):,} quarantined ({state})")
+        names_column(table, "id", [ids[r.record_id] for r in mine])
+        table.add_column("day", no_wrap=True)
+        names_column(table, "reason", [r.reason for r in mine])
+        table.add_column("age h", justify="right", no_wrap=True)
+        table.add_column("review", no_wrap=True)
+        for record in mine:
+            table.add_row(
+                ids[record.record_id],
+                record.day or "-",
+                escape(record.reason),
+                _hours(record.age_hours),
+                str(record.review),
+            )
+        tables.append(table)
+    return tables
 
 
 def counts_table(counts: Sequence[Count]) -> Table:
@@ -71,12 +71,13 @@ def counts_table(counts: Sequence[Count]) -> Table:
 
 
 def render_listing(
-    records: Sequence[Quarantined], ids: Mapping[str, str], title: str, console: Console
+    records: Sequence[Quarantined], ids: Mapping[str, str], state: str, console: Console
 ) -> None:
     if not records:
-        console.print(f"{title}: none.")
+        console.print(f"No quarantined record ({state}).")
         return
-    console.print(listing_table(records, ids, title))
+    for table in listing_tables(records, ids, state):
+        console.print(table)
     console.print("Review one (ids as listed):")
     console.print("tardy quarantine fix ID --set FIELD=VALUE --reason TEXT", markup=False)
 
