@@ -160,7 +160,9 @@ def failing_rule(context: Context, spark: SparkSession, source: Source, fix: Fix
     model = _rules_model(context, source.bronze, quarantine_models(context))
     rule = render_macros(context, model, f"@{source.rules}()")
     columns = ", ".join(c.replace(" NOT NULL", "") for c in _column_types(table.ddl))
-    spark.createDataFrame([row], schema=columns).createOrReplaceTempView("tardy_steward_fix")
+    # Aware times: PySpark reads a naive datetime in the client's local time zone.
+    aware = tuple(v.replace(tzinfo=UTC) if isinstance(v, datetime) else v for v in row)
+    spark.createDataFrame([aware], schema=columns).createOrReplaceTempView("tardy_steward_fix")
     found = spark.sql(f"SELECT {rule} AS reason FROM tardy_steward_fix").collect()
     return found[0].reason if found else None
 

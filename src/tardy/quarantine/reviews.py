@@ -129,7 +129,7 @@ def append(spark: SparkSession, *decisions: Decision) -> None:
             d.duplicate_of,
             d.steward_file,
             d.steward,
-            d.decided_at,
+            d.decided_at.replace(tzinfo=UTC),  # PySpark reads naive times as local ones
             d.supersedes,
         )
         for d in decisions

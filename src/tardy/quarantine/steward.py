@@ -177,7 +177,8 @@ def fix(
         "reason": why,
         "set": {item.partition("=")[0].strip(): item.partition("=")[2] for item in sets},
     }
-    assert listing.clock is not None  # a record was found, so the feed has a clock
+    if listing.clock is None:  # a record was found, so bronze has an arrival
+        raise InputError("bronze has no arrival time: the feed's clock is unknown")
     planned = fixes.plan_fix(
         home.landing, found, fixes.fixed_line(found, values, provenance), listing.clock
     )
@@ -203,8 +204,8 @@ def fix(
 
 def _complete(spark: SparkSession, landing: Path, found: Quarantined, landed: Path) -> Decided:
     """The decision of a steward file a killed fix left without one (its provenance)."""
-    record = json.loads(landed.read_text(encoding="utf-8"))
-    provenance = record.get(fixes.PROVENANCE, {})
+    text = landed.read_text(encoding="utf-8").rstrip("\n")
+    provenance = json.loads(text).get(fixes.PROVENANCE, {})
     relative = landed.relative_to(landing).as_posix()
     decision = Decision.new(
         found.record_id,
@@ -216,7 +217,6 @@ def _complete(spark: SparkSession, landing: Path, found: Quarantined, landed: Pa
         supersedes=found.decision.review_id if found.decision else None,
     )
     append(spark, decision)
-    text = landed.read_text(encoding="utf-8").rstrip("\n")
     planned = fixes.Fix(found.record_id, found.source, text, landed, relative, _arrival(landed))
     return Decided([decision], fix=planned, completed=True)
 
