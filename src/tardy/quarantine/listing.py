@@ -80,13 +80,15 @@ class Count:
 
 
 def quarantine_models(context: Context) -> dict[str, str | None]:
-    """The models tagged ``quarantine``: name -> time column (None: it has none)."""
+    """Prod's models tagged ``quarantine``: name -> time column (None: it has none)."""
+    from tardy.engine.sqlmesh_api import prod_snapshots
+
     out: dict[str, str | None] = {}
-    for model in sorted(context.models.values(), key=lambda m: m.name):
-        if TAG in model.tags:
-            column = model.time_column.column.name if model.time_column else None
-            out[model.name] = column
-    return out
+    for snapshot in prod_snapshots(context).values():
+        model = snapshot.model if snapshot.is_model else None
+        if model is not None and TAG in model.tags:
+            out[model.name] = model.time_column.column.name if model.time_column else None
+    return dict(sorted(out.items()))
 
 
 def _records_sql(models: dict[str, str | None], clock_sql: str) -> str:
