@@ -52,15 +52,24 @@ class BronzeTable:
         return (*meta, self.ts_field, "raw_record", "parse_error", *map(self.column, self.fields))
 
     @property
-    def ddl(self) -> str:
-        columns = [
+    def column_definitions(self) -> list[str]:
+        """``<name> <TYPE>[ NOT NULL]`` per column, in DDL order."""
+        return [
             *_META_COLUMNS,
             f"{self.ts_field} TIMESTAMP",
             "raw_record STRING NOT NULL",
             "parse_error STRING",
             *(f"{self.column(name)} STRING" for name in self.fields),
         ]
-        body = ",\n".join(f"  {column}" for column in columns)
+
+    @property
+    def schema(self) -> str:
+        """The columns as a DataFrame schema string (nullable: a row to check, not to keep)."""
+        return ", ".join(c.removesuffix(" NOT NULL") for c in self.column_definitions)
+
+    @property
+    def ddl(self) -> str:
+        body = ",\n".join(f"  {column}" for column in self.column_definitions)
         return (
             f"\nCREATE TABLE IF NOT EXISTS {self.name} (\n{body}\n) USING delta\n"
             "PARTITIONED BY (arrival_date)\n"

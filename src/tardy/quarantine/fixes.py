@@ -159,17 +159,11 @@ def failing_rule(context: Context, spark: SparkSession, source: Source, fix: Fix
     row = bronze_row(landing_file, 1, data.rstrip(b"\n"), "steward-check", now, arrival)
     model = _rules_model(context, source.bronze, quarantine_models(context))
     rule = render_macros(context, model, f"@{source.rules}()")
-    columns = ", ".join(c.replace(" NOT NULL", "") for c in _column_types(table.ddl))
     # Aware times: PySpark reads a naive datetime in the client's local time zone.
     aware = tuple(v.replace(tzinfo=UTC) if isinstance(v, datetime) else v for v in row)
-    spark.createDataFrame([aware], schema=columns).createOrReplaceTempView("tardy_steward_fix")
+    spark.createDataFrame([aware], schema=table.schema).createOrReplaceTempView("tardy_steward_fix")
     found = spark.sql(f"SELECT {rule} AS reason FROM tardy_steward_fix").collect()
     return found[0].reason if found else None
-
-
-def _column_types(ddl: str) -> list[str]:
-    body = ddl.split("(", 1)[1].rsplit(") USING", 1)[0]
-    return [line.strip().rstrip(",") for line in body.strip().splitlines() if line.strip()]
 
 
 def _rules_model(context: Context, bronze: str, models: t.Iterable[str]) -> str:
