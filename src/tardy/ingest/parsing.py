@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from tardy.ingest.discovery import LandingFile, read_landing_file
 from tardy.ingest.errors import FileRefused
-from tardy.ingest.tables import table_of, undeclared
+from tardy.ingest.tables import BronzeTable, table_of, undeclared
 
 # The longest line ingest accepts (one bronze row, held whole in the driver, Arrow and the
 # JVM); a file with a longer line is refused, not truncated (docs/hostile-input.md).
@@ -170,15 +170,17 @@ def bronze_rows(
     arrival = landing_file.arrival_ts or ingested_at
     arrival = arrival.astimezone(UTC).replace(tzinfo=None) if arrival.tzinfo else arrival
     ingested = ingested_at.astimezone(UTC).replace(tzinfo=None)
-    if table_of(landing_file.source_system) is None:  # ingest refuses such files first
+    table = table_of(landing_file.source_system)
+    if table is None:  # ingest refuses such files first
         raise FileRefused(landing_file.path, undeclared(landing_file.source_system))
     return [
-        bronze_row(landing_file, number, line, ingestion_id, ingested, arrival)
+        bronze_row(table, landing_file, number, line, ingestion_id, ingested, arrival)
         for number, line in enumerate(lines, start=1)
     ]
 
 
 def bronze_row(
+    table: BronzeTable,
     landing_file: LandingFile,
     number: int,
     line: bytes,
@@ -186,12 +188,9 @@ def bronze_row(
     ingested: datetime,
     arrival: datetime,
 ) -> tuple[object, ...]:
-    """Line ``number`` of a landing file as its bronze row, in the table's column order (naive
-    UTC times); also how a steward's fix is checked before it is written
+    """Line ``number`` of a landing file as its row of ``table``, in the table's column order
+    (naive UTC times); also how a steward's fix is checked before it is written
     (``tardy.quarantine.fixes``)."""
-    table = table_of(landing_file.source_system)
-    if table is None:
-        raise FileRefused(landing_file.path, undeclared(landing_file.source_system))
     text, fields, error = parse_landing_line(line, table.fields)
     return (
         f"{landing_file.sha256}:{number}",

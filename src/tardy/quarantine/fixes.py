@@ -156,7 +156,7 @@ def failing_rule(context: Context, spark: SparkSession, source: Source, fix: Fix
     )
     now = datetime.now(UTC).replace(tzinfo=None)
     arrival = fix.arrival.astimezone(UTC).replace(tzinfo=None)
-    row = bronze_row(landing_file, 1, data.rstrip(b"\n"), "steward-check", now, arrival)
+    row = bronze_row(table, landing_file, 1, data.rstrip(b"\n"), "steward-check", now, arrival)
     model = _rules_model(context, source.bronze, quarantine_models(context))
     rule = render_macros(context, model, f"@{source.rules}()")
     # Aware times: PySpark reads a naive datetime in the client's local time zone.
