@@ -32,12 +32,15 @@ out of the series, while ``tardy status``'s lateness over all bronze counts them
 
 from __future__ import annotations
 
+import os
 import typing as t
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
 from tardy.consumers.status import MEASURED_SQL
+from tardy.engine.delta import query
 from tardy.ingest.tables import LEDGER_TABLE, bronze_tables, table_of
 from tardy.sql import date_list, literal
 
@@ -140,10 +143,23 @@ class Extension:
     statements: int = 0
 
 
+# The sessions that found the series' tables in this process, with the data home they were
+# found in: a later extension runs no DDL (nothing drops them). Each ``CREATE ... IF NOT
+# EXISTS`` is a statement (a plan on Spark Connect), and ``tardy ingest`` and ``tardy status``
+# extend the series in every process.
+_ENSURED: weakref.WeakKeyDictionary[SparkSession, str] = weakref.WeakKeyDictionary()
+
+
 def ensure_tables(spark: SparkSession) -> None:
-    spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
-    spark.sql(SERIES_DDL)
-    spark.sql(COVERED_DDL)
+    """Create the series' tables where they are missing; once per session and data home."""
+    home = os.environ.get("TARDY_HOME", "")
+    if _ENSURED.get(spark) == home:
+        return
+    if not all(spark.catalog.tableExists(name) for name in (SERIES_TABLE, COVERED_TABLE)):
+        spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
+        spark.sql(SERIES_DDL)
+        spark.sql(COVERED_DDL)
+    _ENSURED[spark] = home
 
 
 def records_sql(dates: t.Mapping[str, t.Iterable[date]]) -> str:
@@ -165,11 +181,11 @@ def extend(spark: SparkSession) -> Extension:
     """Bring the series up to date with the ledger (module docstring)."""
     from tardy.engine.meter import Meter
 
-    ensure_tables(spark)
     meter = Meter(spark)
     done = Extension()
     with meter.step("series"):
-        pending = spark.sql(PENDING_SQL).collect()
+        ensure_tables(spark)
+        pending = query(spark, PENDING_SQL).collect()
         dates: dict[str, set[date]] = defaultdict(set)
         for row in pending:
             table = table_of(row.source_system)
@@ -178,7 +194,9 @@ def extend(spark: SparkSession) -> Extension:
         if dates:
             for attempt in range(1, MERGE_ATTEMPTS + 1):
                 try:
-                    spark.sql(MERGE_SQL.format(hours=hours_sql(dates))).collect()
+                    # A command: runs where it is called (on Connect a ``collect`` after
+                    # it would be a second plan for the command's metrics).
+                    spark.sql(MERGE_SQL.format(hours=hours_sql(dates)))
                     break
                 except Exception as error:
                     if "Concurrent" not in f"{type(error).__name__} {error}":
