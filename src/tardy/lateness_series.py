@@ -25,9 +25,11 @@ the series (Delta's optimistic concurrency) and is retried.
 
 Cost: one statement when nothing is pending (the ledger's files not covered); else three
 (that read, one MERGE reading the pending arrival dates' partitions of the bronze tables they
-touched, the covered files' append). (A file whose bronze commit a kill left without
-its ledger entry is recognised by ingest through bronze and never gets one: its rows stay
-out of the series, while ``tardy status``'s lateness over all bronze counts them.)
+touched, the covered files' append). The first extension of a process also looks both tables
+up in the catalog (``ensure_tables``: two lookups, plans on Spark Connect). (A file whose
+bronze commit a kill left without its ledger entry is recognised by ingest through bronze and
+never gets one: its rows stay out of the series, while ``tardy status``'s lateness over all
+bronze counts them.)
 """
 
 from __future__ import annotations
