@@ -20,17 +20,20 @@ $(VENV)/.tardy-setup: pyproject.toml constraints.txt src/tardy/jars.py src/tardy
 demo: setup
 	$(BIN)/tardy demo
 
-# The fast tier: what gates every landing (CI). The long tier adds the tests marked `long`
-# (the cluster's full stories, the races' long chain, ...), the chaos run and the cluster story
-# with every command a process; it runs before an issue touching the engine, ingest, the
-# gateways, the warm engine or the cluster is resolved (docs/testing.md).
+# The fast tier (`make test`): what gates every landing (CI). It starts no JVM but the two
+# pytest workers' own and one warm engine (tests/integration/test_cli_smoke.py). The long tier
+# (`make test-long`): the tests marked `long`, whose subject is a process (the demo, every
+# kill -9, the races, the cluster, the warm engine's lifecycle, the stock CLI), then a short
+# chaos run; it runs before an issue touching the engine, ingest, the gateways, the warm
+# engine or the cluster is resolved, with `make chaos` (20 trials) when it touches the warm
+# engine, the lifecycle or ingest's commits (docs/testing.md).
 PYTEST = $(BIN)/python -m pytest -q --durations=15 -n 2 --dist loadscope --no-loadscope-reorder
 test: setup sqlmesh-test chromium
 	$(PYTEST) -m "not long"
 
 test-long: setup sqlmesh-test chromium
 	TARDY_CLUSTER_STORY=full $(PYTEST) -m long
-	$(MAKE) chaos
+	$(MAKE) chaos CHAOS_TRIALS=2
 
 # YAML unit tests run on DuckDB: no Spark, so no warm engine to start for them.
 sqlmesh-test: setup
@@ -52,7 +55,7 @@ bench: setup
 	TARDY_HOME=$(TARDY_HOME)/bench $(BIN)/python bench/restate_bench.py
 
 # Not part of `make test`: kill tardy commands at seeded random moments, recover, check
-# (bench/chaos.py). CI runs a short version: `make chaos CHAOS_TRIALS=2`.
+# (bench/chaos.py). `make test-long` runs a short version: `make chaos CHAOS_TRIALS=2`.
 CHAOS_TRIALS ?= 20
 CHAOS_SEED ?= 7
 chaos: setup

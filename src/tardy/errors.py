@@ -54,3 +54,10 @@ class ChallengerRefused(TardyError):
     tagged with the verdict)."""
 
     exit_code = 5
+
+
+class FailpointReached(BaseException):  # noqa: N818 - a test hook's signal, not an error
+    """A test's kill at a failpoint, in-process (``TARDY_FAILPOINT_MODE=raise``): raised at
+    the step boundary where ``TARDY_FAILPOINT`` would kill the process. Not a ``TardyError``
+    and not an ``Exception``: no handler of a command takes it for an error, so the command
+    stops there as a killed one would (``tardy.engine.promote.failpoint``)."""

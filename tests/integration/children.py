@@ -12,7 +12,8 @@ import shlex
 import subprocess
 import sys
 import typing as t
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -71,6 +72,38 @@ def cli_in_process(*argv: str) -> tuple[int, str, str]:
     with redirect_stdout(out), redirect_stderr(err):
         code = cli.main(list(argv))
     return code, out.getvalue(), err.getvalue()
+
+
+@contextmanager
+def failing_at(point: str) -> Iterator[None]:
+    """``TARDY_FAILPOINT=point`` in raise mode for the block: the step boundary where a test's
+    kill would end the process raises ``FailpointReached`` in this one instead (the fast
+    tier's in-process guard of a kill; the long tier kills the real process there)."""
+    from tardy.engine.promote import FAILPOINT, FAILPOINT_MODE
+
+    os.environ[FAILPOINT], os.environ[FAILPOINT_MODE] = point, "raise"
+    try:
+        yield
+    finally:
+        os.environ.pop(FAILPOINT, None)
+        os.environ.pop(FAILPOINT_MODE, None)
+
+
+def cli_cut_at(point: str, *argv: str) -> tuple[str, str]:
+    """``tardy <argv>`` in this process, stopped at the failpoint ``point`` as a kill -9 there
+    would stop it (``failing_at``); fails when the command ends without reaching it. What it
+    printed before: stdout, stderr."""
+    from tardy import cli
+    from tardy.errors import FailpointReached
+
+    out, err = io.StringIO(), io.StringIO()
+    with failing_at(point), redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = cli.main(list(argv))
+        except FailpointReached as reached:
+            assert str(reached) == point
+            return out.getvalue(), err.getvalue()
+    raise AssertionError(f"tardy {' '.join(argv)} exited {code} before {point}: {err.getvalue()}")
 
 
 def late_sales(prefix: str, start: date, days: t.Iterable[int] = (1, 4), per_day: int = 2) -> str:

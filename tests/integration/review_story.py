@@ -30,6 +30,7 @@ from children import SMALL_CLOCK, SMALL_CONFIG, cli_in_process, late_sales
 from tardy.home import project_root
 
 CONFIG, CLOCK = SMALL_CONFIG, SMALL_CLOCK
+TERMINAL = {"promoted", "discarded", "rolled_back", "audit_failed", "breaker_tripped"}
 BIN = Path(sys.executable).parent
 
 
@@ -120,9 +121,11 @@ def land_late_rows(child: Child) -> None:
     ingest(child.spark, child.home.landing)
 
 
-def phase_build(child: Child) -> dict[str, t.Any]:
+def refused_restate(child: Child) -> dict[str, t.Any]:
+    """``tardy restate`` as a process while this one has the home's state and metastore
+    open: its exit code and output, and this process's pid."""
     child.context.state_sync.get_environment("prod")  # this process has the state ...
-    land_late_rows(child)  # ... and the metastore open
+    child.spark.sql("SHOW TABLES IN bronze").collect()  # ... and the metastore open
     busy = subprocess.Popen(  # refused while this process holds the home
         [str(BIN / "tardy"), "restate", "--reason", "busy", "--json"],
         cwd=project_root(),
@@ -131,10 +134,17 @@ def phase_build(child: Child) -> dict[str, t.Any]:
         text=True,
     )
     stdout, stderr = busy.communicate(timeout=600)
-    out: dict[str, t.Any] = {
+    return {
         "pid": os.getpid(),
         "busy": {"code": busy.returncode, "out": stdout, "err": stderr[-3000:]},
     }
+
+
+def phase_build(child: Child, *, refused: bool = True) -> dict[str, t.Any]:
+    """The story's first part; with ``refused``, first a ``tardy restate`` process refused
+    while this process has the home open (``refused_restate``)."""
+    land_late_rows(child)
+    out: dict[str, t.Any] = refused_restate(child) if refused else {}
 
     # Staged, then a run commits to prod: promotion refuses and commits nothing.
     staged = child.cli("restate", "--reason", "first", "--no-promote", "--json")
@@ -335,6 +345,25 @@ def assert_busy_refused(build: dict[str, t.Any], after: dict[str, t.Any]) -> Non
     assert "busy" not in after["reasons"]  # nothing was logged
 
 
+def assert_cut_restatements_discarded(
+    stage_cut: dict[str, t.Any],
+    intent_cut: dict[str, t.Any],
+    next_one: dict[str, t.Any],
+    log: dict[str, list[str]],
+) -> None:
+    """A restatement stopped (killed, or cut in-process) after staging two tables, then one
+    stopped with every table staged, before its promotion's intent: the log still says
+    staging for both (the staged entry is committed with the intent), not "staged" awaiting a
+    review nobody asked for, so the next restatement discards them instead of refusing."""
+    assert len(stage_cut["stage_tables"]) == 2  # silver and daily staged, then the stop
+    assert len(intent_cut["stage_tables"]) == 7, intent_cut
+    discarded = next_one["recovered"].removeprefix("discarded restatement ").split(",")[0]
+    assert next_one["recovered"] == f"discarded restatement {discarded}, interrupted while staging"
+    cut = [rid for rid, actions in log.items() if actions == ["staging", "discarded"]]
+    assert discarded in cut and len(cut) == 2, log  # both stopped ones
+    assert all(actions[-1] in TERMINAL for actions in log.values())
+
+
 def assert_dry_run_wrote_nothing(build: dict[str, t.Any], after: dict[str, t.Any]) -> None:
     dry = build["dry_run"]
     assert dry["code"] == 0 and dry["out"]["status"] == "dry_run"
@@ -428,7 +457,8 @@ def assert_stuck_promotion_discarded(
     ``promoting``, discard restores what it promoted and drops the stage."""
     rid = build["again"]["staged"]["out"]["restatement_id"]
     f0 = build["again"]["fingerprints"]  # prod before the promotion
-    assert promote_killed["code"] == -signal.SIGKILL, promote_killed
+    if promote_killed["how"] == "killed":  # a real process (else stopped in-process there)
+        assert promote_killed["code"] == -signal.SIGKILL, promote_killed
     killed = stuck["killed"]
     assert killed["actions"] == ["staging", "staged", "promoting"]
     assert killed["commits"]["silver.sales_transactions"] == ["WRITE", f"tardy:promote:{rid}"]

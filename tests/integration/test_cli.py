@@ -22,6 +22,11 @@ from children import cli_in_process, in_own_home
 
 from tardy.home import project_root
 
+# Long tier: `tardy demo` and the stock `sqlmesh` CLI as processes (a warm engine, cold JVMs).
+# Their fast guards: test_demo_story (the demo's steps in-process), test_cli_smoke (the CLI
+# as processes on one warm engine), test_code_change's rules through SQLMesh's API.
+pytestmark = pytest.mark.long
+
 BIN = Path(sys.executable).parent
 
 
@@ -186,10 +191,9 @@ def assert_report_pages_render(
     assert "a closed day whose rows or measure move by more than 25%" in review.text
 
 
-# Long tier: two cold `sqlmesh` processes (a JVM each). Its rules' fast guards: the stock
-# `plan dev` and `table_diff` through SQLMesh's API on a tardy home (`test_code_change`), and
-# the stock CLI's own entry point on one (`test_readme_tour`, its click group in-process).
-@pytest.mark.long
+# Two cold `sqlmesh` processes (a JVM each). Its rules' fast guards: the stock `plan dev` and
+# `table_diff` through SQLMesh's API on a tardy home (`test_closure`), the stock CLI's commands
+# parsed by its click group (`test_readme_tour -k parses`).
 def test_stock_sqlmesh_plan_dev_works_on_the_demo_home(demo_home: Path) -> None:
     done = run(
         demo_home,

@@ -37,6 +37,10 @@ from cluster_story import (
     run,
 )
 
+# Long tier: a real local cluster (PostgreSQL, a Connect server, client processes). Fast guards:
+# unit/test_cluster (its settings), test_cli_smoke (a Connect server's token refusal).
+pytestmark = pytest.mark.long
+
 STORY = str(Path(__file__).with_name("cluster_story.py"))
 # Ports of its own: neither a developer's cluster (the defaults) nor test_on_cluster's. No
 # standalone master or worker: the Connect server runs its own executors (docs/cluster.md),
@@ -122,8 +126,7 @@ def test_connect_ingests_as_local_does(
     assert story["reads"]["aggregate"]["sql"] == 2, story["reads"]
 
 
-@pytest.mark.long  # its fast guard: test_connect_ingests_as_local_does (the gateway's session,
-# Delta writes and reads over Connect); the full stories: test_on_cluster
+# the full stories: test_on_cluster
 def test_connect_restates_a_late_delivery_as_local_does(
     local: dict[str, t.Any], cluster: dict[str, str], connected: dict[str, t.Any]
 ) -> None:

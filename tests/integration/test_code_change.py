@@ -46,8 +46,14 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 from tardy.home import project_root
 from tardy.simulate import SimulationConfig
+
+# Long tier: a child process (its own JVM) on a copy of the project. Fast guard:
+# test_closure (a project change planned through SQLMesh's API in the worker).
+pytestmark = pytest.mark.long
 
 CONFIG = SimulationConfig(seed=5, stores=2, days=7, transactions_per_store_day=20)
 CLOCK = datetime.combine(CONFIG.start + timedelta(days=CONFIG.days), datetime.min.time(), UTC)

@@ -40,8 +40,17 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, cli_in_process, cli_sequence, late_sales
+from children import (
+    SMALL,
+    SMALL_CLOCK,
+    SMALL_CONFIG,
+    cli_cut_at,
+    cli_in_process,
+    cli_sequence,
+    late_sales,
+)
 from prod_checks import assert_prod_equals_recomputation
+from webhook import Hook
 
 from tardy.home import project_root
 
@@ -85,11 +94,11 @@ def _trail(spark, restatement_id: str) -> list[list[str]]:
     ]
 
 
-def resume(spark, restatement_id: str) -> dict[str, t.Any]:
-    """``tardy restate`` (it finds the interrupted promotion), then the log, the fingerprint
-    and the change trail."""
+def resume(spark, restatement_id: str, restated: t.Any = None) -> dict[str, t.Any]:
+    """``tardy restate`` (it finds the interrupted promotion; ``restated``: what one printed),
+    then the log, the fingerprint and the change trail."""
     return {
-        "restate": _cli_json("restate", "--reason", "resume"),
+        "restate": restated or _cli_json("restate", "--reason", "resume"),
         "log": _cli_json("log", restatement_id),
         "fingerprint": _cli_json("fingerprint"),
         "trail": _trail(spark, restatement_id),
@@ -236,13 +245,77 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(
     assert silver["rows"] > 0
 
 
+def test_a_promotion_cut_after_its_second_table_is_completed_by_the_next_restate_exactly(
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast tier's guard of the kills below, in-process: ``tardy promote`` stopped at the
+    failpoint ``promote:2`` (after its second table's commit, where the long tier kills the
+    process); the next ``tardy restate`` completes the promotion it finds interrupted, each
+    table promoted exactly once and the change trail written once, and prod equals the
+    independent oracle's recomputation of every landed file. That restate is itself stopped
+    between its publication and the delivery of its events (``deliver:0``): the next command
+    posts each of the publication's events once to a webhook on loopback. Then ``tardy
+    rollback`` stopped at ``rollback:2``, run again, restores the rest: each table one
+    RESTORE, prod as before."""
+    from tardy.consumers.versions import publications
+
+    hook = Hook()
+    monkeypatch.setenv("TARDY_WEBHOOK_URL", hook.url)
+    home = tmp_path / "home"
+    SMALL.copy_to(engine, home)
+    data_home, context, spark = engine.open(home)
+    try:
+        staged = build_and_stage(data_home, context, spark)
+        restatement_id, tables = staged["id"], staged["tables"]
+        hook.accepted.clear()  # the staged event
+        cli_cut_at("promote:2", "promote", restatement_id)
+        assert [e["action"] for e in _cli_json("log", restatement_id)][-1] == "promoting"
+        assert hook.accepted == []  # a stopped command delivers nothing
+        printed, _ = cli_cut_at("deliver:0", "restate", "--reason", "resume", "--json")
+        assert hook.accepted == []  # published, not delivered
+        resumed = resume(spark, restatement_id, json.loads(printed))
+        published = {
+            (p.table_name, p.version)
+            for p in publications(spark)
+            if p.restatement_id == restatement_id
+        }
+        delivered = sorted((body["table"], body["version"]) for _, body in hook.accepted)
+        landing = data_home.landing
+        last = (CLOCK - timedelta(days=1)).date()
+        assert_prod_equals_recomputation(
+            spark, landing.rglob("*.jsonl"), landing, CONFIG.start, last
+        )
+        cli_cut_at("rollback:2", "rollback", restatement_id, "--reason", "cut")
+        killed_log = _cli_json("log", restatement_id)
+        rolled = _cli_json("rollback", restatement_id, "--reason", "cut")
+        log = _cli_json("log", restatement_id)
+        rolled_back = _cli_json("fingerprint")
+    finally:
+        engine.release()
+        hook.close()
+    assert published and delivered == sorted(published)  # each publication's event once
+    promoted = assert_completed_once(resumed["restate"], resumed["log"], restatement_id, tables)
+    assert resumed["fingerprint"] != staged["fingerprint"]
+    trail = resumed["trail"]
+    assert trail and len({tuple(row[:3]) for row in trail}) == len(trail)
+    assert {row[4] for row in trail} == {"promoted"}
+    assert killed_log[-1]["action"] == "rolling_back"
+    assert [e["action"] for e in log[-2:]] == ["rolling_back", "rolled_back"]
+    assert len(rolled["table_versions"]) == tables
+    for model, version in rolled["table_versions"].items():
+        assert version == promoted["table_versions_after"][model] + 1, model  # one RESTORE
+    assert rolled_back == staged["fingerprint"]
+
+
+# Long: the same kill as the fast test above, of a real `tardy promote` process (its own JVM).
+@pytest.mark.long
 def test_a_killed_promotion_is_completed_by_the_next_restate_exactly(
     engine, tmp_path: Path
 ) -> None:
-    """The fast tier's guard of the rules below: ``tardy promote`` (a process) killed -9
-    after its second table; the next ``tardy restate`` completes the promotion it finds
-    interrupted, each table promoted exactly once and the change trail written once, and
-    prod equals the independent oracle's recomputation of every landed file."""
+    """``tardy promote`` (a process) killed -9 after its second table; the next ``tardy
+    restate`` completes the promotion it finds interrupted, each table promoted exactly once
+    and the change trail written once, and prod equals the independent oracle's recomputation
+    of every landed file."""
     home = tmp_path / "home"
     SMALL.copy_to(engine, home)
     staged = build_and_stage(*engine.open(home))

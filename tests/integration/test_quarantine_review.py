@@ -1,6 +1,6 @@
 """The steward's review of the quarantine, on a copy of the ``small`` template (two stores,
-ten days, prod planned), in the worker's engine; real processes where the process is the
-subject (a fix killed, a steward holding the lock).
+ten days, prod planned), in the worker's engine; in the long tier, real processes where the
+process is the subject (a fix killed, a steward holding the lock).
 
 A hostile batch of sales for a closed day (and an invalid store change) is ingested and
 restated into the quarantine. Then:
@@ -10,16 +10,20 @@ restated into the quarantine. Then:
 - a rejected record leaves the open list, its decision is in the review table and its
   source's owner is told (the file sink); a duplicate names the record it replays;
 - an invalid fix is refused naming the rule it fails, and writes nothing;
-- a fix killed before its file is renamed leaves no steward record; killed after, a record
-  ingest lands once, and the next fix of it appends its decision without a second file;
+- a fix stopped before its file is renamed leaves no steward record; stopped after, a record
+  ingest lands once, and the next fix of it appends its decision without a second file (the
+  fast tier stops the command in-process at the failpoint; the long tier kills real
+  ``tardy quarantine fix`` processes there);
 - two stewards on one record: while one holds the lock the other is refused (exit 3) and
-  writes nothing; then one fix, and the second attempt is refused as already decided;
+  writes nothing; then one fix, and the second attempt is refused as already decided (the
+  other steward: a second hold of the lock in-process; the long tier: a process);
 - the fixes, ingested and restated like any correction, change exactly their day's silver and
   gold rows, and gold then equals the oracle over every landing file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -30,7 +34,7 @@ from pathlib import Path
 
 import oracle
 import pytest
-from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, cli_in_process
+from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, cli_cut_at, cli_in_process
 from prod_checks import actual_daily, expected_daily
 from review_story import env_of
 
@@ -57,11 +61,16 @@ def _sale(tid: str, **fields: str) -> str:
 
 # The hostile batch: each line fails one rule of the pos source's (macros/sales_rules.py).
 HOSTILE = {
-    "A": _sale("QR-A", store_id='"x"'),  # invalid_store_id: fixed, store_id=1
+    # invalid_store_id: fixed, store_id=1, while another steward held the lock (in-process;
+    # the long tier: a process)
+    "Acut": _sale("QR-Acut", store_id='"x"'),
+    "Aheld": _sale("QR-Aheld", store_id='"x"'),
     "B": _sale("QR-B", quantity="-1"),  # negative_quantity: rejected
     "C": _sale("QR-C", discount="9.00"),  # discount_exceeds_gross: an invalid fix refused
     "D": _sale("QR-D", quantity='"two"'),  # invalid_quantity: a duplicate of a valid sale
-    "E": _sale("QR-E", product_id='"p"'),  # invalid_product_id: its fix killed, completed
+    # invalid_product_id: its fix stopped (in-process; the long tier: killed), completed
+    "Ecut": _sale("QR-Ecut", product_id='"p"'),
+    "Ekilled": _sale("QR-Ekilled", product_id='"p"'),
 }
 BAD_STORE_CHANGE = (
     '{"store_id":"x","effective_ts":"2026-01-03T09:00:00Z","region":"north",'
@@ -212,73 +221,64 @@ def test_an_invalid_fix_is_refused_with_the_rule_and_writes_nothing(
     assert _reviews(spark, bad) == []
 
 
-KILLED_WRITE = """
-import json, sys
-from datetime import datetime
-from pathlib import Path
-from tardy.quarantine.fixes import Fix, write
-raw = json.loads(sys.argv[1])
-write(Fix(raw["original"], raw["source"], raw["text"], Path(raw["path"]), raw["source_file"],
-          datetime.fromisoformat(raw["arrival"])))
-"""
-
-
-def _killed_write(home: t.Any, planned: t.Any, failpoint: str) -> None:
-    """The fix's file step in a process of its own, killed by ``failpoint`` (no Spark: the
-    steps before it write nothing, the decision after it is one Delta commit)."""
-    raw = {
-        "original": planned.original,
-        "source": planned.source,
-        "text": planned.text,
-        "path": str(planned.path),
-        "source_file": planned.source_file,
-        "arrival": planned.arrival.isoformat(),
-    }
+def _fix_stopped_at(home: t.Any, point: str, how: str, *argv: str) -> None:
+    """``tardy quarantine fix <argv>`` stopped at the failpoint ``point``: in this process
+    (``how == "cut"``: raised where a kill would land, ``children.cli_cut_at``), or as a real
+    process killed -9 there (``how == "killed"``, the long tier: its own JVM)."""
+    if how == "cut":
+        cli_cut_at(point, "quarantine", "fix", *argv)
+        return
     done = subprocess.run(
-        [sys.executable, "-c", KILLED_WRITE, json.dumps(raw)],
-        env={**env_of(home.root), "TARDY_FAILPOINT": failpoint},
+        [str(Path(sys.executable).parent / "tardy"), "quarantine", "fix", *argv],
+        env={**env_of(home.root), "TARDY_FAILPOINT": point},
         cwd=project_root(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
+        start_new_session=True,  # the failpoint kills the group, the JVM with it
     )
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
 
 
-def test_a_killed_fix_leaves_no_record_or_one_that_lands_once(lake: dict[str, t.Any]) -> None:
+@pytest.mark.parametrize("how", ["cut", pytest.param("killed", marks=pytest.mark.long)])
+def test_a_killed_fix_leaves_no_record_or_one_that_lands_once(
+    lake: dict[str, t.Any], engine: t.Any, how: str
+) -> None:
+    """``tardy quarantine fix`` stopped before its steward file is renamed (``fix:0``), then
+    after (``fix:1``): no record, then a whole record ingest lands once; the next fix appends
+    its decision without a second file. The long tier kills real processes at those points
+    (the engine released to them)."""
     from tardy.ingest import ingest
-    from tardy.quarantine import fixes
-    from tardy.quarantine.listing import read, resolve
-    from tardy.sources import declared
 
-    home, context, spark, killed = lake["home"], lake["context"], lake["spark"], lake["ids"]["E"]
-    listing = read(context, spark)
-    record = resolve(listing.records, killed)
-    values = fixes.parse_sets(declared().sources["pos"], ["product_id=3"])
-    text = fixes.fixed_line(record, values, {"steward": STEWARD, "reason": "product typo"})
-    assert listing.clock is not None
-    planned = fixes.plan_fix(home.landing, record, text, listing.clock)
-
-    _killed_write(home, planned, "fix:0")  # before the rename: no steward record
+    home, killed = lake["home"], lake["ids"][f"E{how}"]
+    argv = (killed, "--set", "product_id=3", "--reason", "product typo", "--json")
+    if how == "killed":
+        engine.release()
+    _fix_stopped_at(home, "fix:0", how, *argv)  # before the rename: no steward record
     assert _steward_files(home, killed) == []
+    spark = engine.open(home.root)[2]
     assert ingest(spark, home.landing).files_ingested == 0
-
-    _killed_write(home, planned, "fix:1")  # after it: a whole record, no decision yet
-    assert _steward_files(home, killed) == [planned.path]
-    assert planned.path.read_text() == text + "\n"
+    if how == "killed":
+        engine.release()
+    _fix_stopped_at(home, "fix:1", how, *argv)  # after it: a whole record, no decision yet
+    _, lake["context"], lake["spark"] = engine.open(home.root)  # new ones after a release
+    spark = lake["spark"]
+    (path,) = _steward_files(home, killed)
+    record = json.loads(path.read_text())
+    assert path.read_text().count("\n") == 1 and record["product_id"] == 3
     assert _reviews(spark, killed) == []
     assert ingest(spark, home.landing).files_ingested == 1
     assert ingest(spark, home.landing).files_ingested == 0  # landed once
 
-    code, decided, err = _cli("quarantine", "fix", killed, "--set", "product_id=3", "--reason", "x")
+    code, decided, err = _cli("quarantine", "fix", *argv[:-1])
     assert code == 0, err
     assert decided["completed_interrupted_fix"] is True
-    assert decided["steward_file"] == planned.source_file
-    assert _steward_files(home, killed) == [planned.path]  # no second record
+    assert decided["steward_file"] == path.relative_to(home.landing).as_posix()
+    assert _steward_files(home, killed) == [path]  # no second record
     (row,) = _reviews(spark, killed)
     assert (row.decision, row.steward_file, row.reason) == (
         "fixed",
-        planned.source_file,
+        decided["steward_file"],
         "product typo",
     )
 
@@ -295,13 +295,19 @@ with hold(LOCK_NAME):
 """
 
 
-def test_two_stewards_end_with_one_fix_and_one_refusal(
-    lake: dict[str, t.Any], tmp_path: Path
-) -> None:
-    from tardy.ingest import ingest
+@contextlib.contextmanager
+def _other_steward(how: str, home: t.Any, tmp_path: Path) -> t.Iterator[None]:
+    """Another steward holding the steward's lock for the block: this process's own hold of
+    it through a second open of the lock (``how == "cut"``: the lock is a ``flock``, taken
+    per open file), or a real process holding it (``"held"``, the long tier)."""
+    if how == "cut":
+        from tardy.engine.restate import restatement_lock
+        from tardy.project import load_config
+        from tardy.quarantine.steward import LOCK_NAME
 
-    home, spark, fixed = lake["home"], lake["spark"], lake["ids"]["A"]
-    args = ("quarantine", "fix", fixed, "--set", "store_id=1", "--reason", "store typo")
+        with restatement_lock(load_config(), None).exclusive(LOCK_NAME):
+            yield
+        return
     done = tmp_path / "done"
     other = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(done)],
@@ -312,12 +318,24 @@ def test_two_stewards_end_with_one_fix_and_one_refusal(
     )
     try:
         assert other.stdout is not None and other.stdout.readline().strip() == "held"
-        code, _, err = _cli(*args)  # the other steward decides: refused, nothing written
-        assert code == 3, err
-        assert _steward_files(home, fixed) == [] and _reviews(spark, fixed) == []
+        yield
     finally:
         done.touch()
         assert other.wait(timeout=60) == 0
+
+
+@pytest.mark.parametrize("how", ["cut", pytest.param("held", marks=pytest.mark.long)])
+def test_two_stewards_end_with_one_fix_and_one_refusal(
+    lake: dict[str, t.Any], tmp_path: Path, how: str
+) -> None:
+    from tardy.ingest import ingest
+
+    home, spark, fixed = lake["home"], lake["spark"], lake["ids"][f"A{how}"]
+    args = ("quarantine", "fix", fixed, "--set", "store_id=1", "--reason", "store typo")
+    with _other_steward(how, home, tmp_path):
+        code, _, err = _cli(*args)  # the other steward decides: refused, nothing written
+        assert code == 3, err
+        assert _steward_files(home, fixed) == [] and _reviews(spark, fixed) == []
     code, decided, err = _cli(*args)
     assert code == 0, err
     (landed,) = _steward_files(home, fixed)
@@ -329,21 +347,24 @@ def test_two_stewards_end_with_one_fix_and_one_refusal(
 
 
 def test_the_fixes_restate_exactly_their_day_to_the_oracle(lake: dict[str, t.Any]) -> None:
-    """After the two fixes landed (A: store 1, E: product 3, both of DAY), a restatement
-    changes silver by exactly their two transactions and gold by exactly DAY's store 1, and
-    gold equals the oracle over every landing file, steward records included."""
+    """After the fixes landed (A: store 1, E: product 3, all of DAY; the fast tier's two, the
+    long tier's too when the module runs whole), a restatement changes silver by exactly
+    their transactions and gold by exactly DAY's store 1, and gold equals the oracle over
+    every landing file, steward records included."""
     from tardy.engine.detect import detect
     from tardy.restatements import restate
 
     home, context, spark = lake["home"], lake["context"], lake["spark"]
-    assert _reviewed(lake)[lake["ids"]["A"]] == "fixed"
+    reviewed = _reviewed(lake)
+    fixed = {f"QR-{name}" for name, rid in lake["ids"].items() if reviewed[rid] == "fixed"}
+    assert {"QR-Acut", "QR-Ecut"} <= fixed
     roots = detect(context, spark).roots
     assert roots["silver.sales_transactions"] == [[str(DAY), str(DAY)]]
     silver_before = {r.transaction_id for r in spark.table("silver.sales_transactions").collect()}
     before = actual_daily(spark)
     assert str(restate(context, spark, "steward fixes").status) == "promoted"
     silver_after = {r.transaction_id for r in spark.table("silver.sales_transactions").collect()}
-    assert silver_after - silver_before == {"QR-A", "QR-E"}
+    assert silver_after - silver_before == fixed
     assert silver_before <= silver_after
     after = actual_daily(spark)
     assert {k for k in after if after[k] != before.get(k)} == {(DAY, 1)}

@@ -62,6 +62,42 @@ def _sqlmesh(*argv: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
+def test_every_command_of_the_tour_parses_as_written() -> None:
+    """The fast tier's guard of the tour (long tier: the next test runs it): each of its
+    ``tardy`` commands is accepted by tardy's own parser, each ``sqlmesh`` one by the stock
+    CLI's click group (the command and its options exist), in the order the README gives."""
+    from sqlmesh.cli.main import cli as sqlmesh_cli
+
+    from tardy.cli import build_parser
+
+    commands = tour_commands((project_root() / "README.md").read_text())
+    assert commands[0].startswith("export TARDY_HOME=")
+    programs = []
+    for command in commands[1:]:
+        if command.startswith(SQL_COMMENT):
+            continue
+        argv = shlex.split(command.replace("<id>", "20260101T000000Z-tour").replace("$", ""))
+        programs.append(argv[0])
+        if argv[0] == ".venv/bin/tardy":
+            try:
+                parsed = build_parser().parse_args(argv[1:])
+            except SystemExit as refused:
+                raise AssertionError(f"{command}: tardy's parser refused it") from refused
+            assert callable(parsed.func), command
+        elif argv[0] == ".venv/bin/sqlmesh":
+            name, *rest = argv[1:]
+            sub = sqlmesh_cli.commands.get(name)
+            assert sub is not None, f"{command}: no sqlmesh command {name}"
+            context = sub.make_context(name, list(rest), resilient_parsing=False)
+            assert context.params, command
+        else:
+            assert argv[0] == "cat", command
+    assert programs.count(".venv/bin/tardy") >= 5 and ".venv/bin/sqlmesh" in programs
+
+
+# Long tier: the tour's restatements (in this worker's engine). Its fast guard: the test
+# above (every command parses), the named restatements of test_small_checks.
+@pytest.mark.long
 def test_the_readme_tour_runs_as_written(engine, tmp_path_factory: pytest.TempPathFactory) -> None:
     readme = (project_root() / "README.md").read_text()
     commands = tour_commands(readme)

@@ -147,13 +147,8 @@ def _old_rows() -> list[tuple[object, ...]]:
     ]
 
 
-def phase_old() -> None:
-    """A schema-1 log with one promoted restatement; then the current code migrates it and
-    is killed between the migration's two steps."""
-    from tardy.engine import log
-    from tardy.project import open_context, spark_of
-
-    spark = spark_of(open_context(load=False))
+def _old_log(spark: t.Any) -> int:
+    """A schema-1 log with one promoted restatement; its rows."""
     spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
     spark.sql(OLD_DDL)
     spark.sql(OLD_VIEW)
@@ -161,11 +156,40 @@ def phase_old() -> None:
     spark.createDataFrame(_old_rows(), schema=schema).write.format("delta").mode(
         "append"
     ).saveAsTable("tardy.restatement_log")
-    print("RESULT " + json.dumps({"old_rows": spark.table("tardy.restatement_log").count()}))
+    return spark.table("tardy.restatement_log").count()
+
+
+def phase_old() -> None:
+    """The long tier's child: the schema-1 log, then the current code migrates it and is
+    killed between the migration's two steps."""
+    from tardy.engine import log
+    from tardy.project import open_context, spark_of
+
+    spark = spark_of(open_context(load=False))
+    print("RESULT " + json.dumps({"old_rows": _old_log(spark)}))
     sys.stdout.flush()
     os.environ["TARDY_FAILPOINT"] = "migrate_log:1"
     log.ensure_log(spark)
     raise SystemExit("the failpoint was never reached")
+
+
+def phase_old_cut() -> dict[str, int]:
+    """The fast tier's same step in-process: the schema-1 log, its migration stopped at the
+    same failpoint (``children.failing_at``: raised where the long tier kills)."""
+    from children import failing_at
+
+    from tardy.engine import log
+    from tardy.errors import FailpointReached
+    from tardy.project import open_context, spark_of
+
+    spark = spark_of(open_context(load=False))
+    old = {"old_rows": _old_log(spark)}
+    with failing_at("migrate_log:1"):
+        try:
+            log.ensure_log(spark)
+        except FailpointReached:
+            return old
+    raise AssertionError("the failpoint was never reached")
 
 
 def _new_entries() -> list[t.Any]:
@@ -365,9 +389,19 @@ def phase_new() -> dict[str, t.Any]:
 # -- the parent --------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def migrated(engine, tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.Any]:
+@pytest.fixture(
+    scope="module",
+    # the fast tier stops the migration in-process at the failpoint; the long tier kills a
+    # real process there (its own JVM)
+    params=["cut", pytest.param("killed", marks=pytest.mark.long)],
+)
+def migrated(
+    engine, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> dict[str, t.Any]:
     home = tmp_path_factory.mktemp("old_log_home")
+    if request.param == "cut":
+        old = in_own_home(engine, home, phase_old_cut)
+        return {"old_phase": old, **in_own_home(engine, home, phase_new)}
     env = {**os.environ, "TARDY_HOME": str(home)}
     env.pop("TARDY_FAILPOINT", None)
     killed = subprocess.run(

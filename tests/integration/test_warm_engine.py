@@ -29,6 +29,10 @@ from tardy import warm
 from tardy.home import project_root
 from tardy.processes import alive
 
+# Long tier: every test starts, kills or stops real engines. Fast guards: unit/test_warm_rules
+# (the same rules on the engine's files), test_cli_smoke (one engine: its token, its stop).
+pytestmark = pytest.mark.long
+
 BIN = Path(sys.executable).parent
 # config.py, as SQLMesh loads it: the engine's URL this process got (the token replaced).
 CONFIG_LOAD = (

@@ -10,12 +10,11 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import typing as t
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from webhook import Hook  # the tests' loopback webhook (tests/integration/webhook.py)
 
 from tardy.consumers.notifications import (
     FILE_SINK,
@@ -27,39 +26,6 @@ from tardy.consumers.notifications import (
     webhook_url,
 )
 from tardy.errors import InputError
-
-
-class Hook:
-    """A webhook on loopback: answers 500 to its first ``fail`` POSTs, then 204; records
-    every POST it accepted (body and idempotency key)."""
-
-    def __init__(self, fail: int = 0, port: int = 0) -> None:
-        self.fail, self.tried, self.accepted = fail, 0, []
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                hook.tried += 1
-                if hook.tried <= hook.fail:
-                    self.send_response(500)
-                else:
-                    hook.accepted.append((self.headers["Idempotency-Key"], body))
-                    self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: t.Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -133,6 +99,24 @@ time.sleep(60)
 """
 
 
+def test_an_event_put_and_never_delivered_by_its_command_is_delivered_by_the_next(
+    tmp_path: Path,
+) -> None:
+    """The outbox is on disk once ``put`` returns: a command that stops before delivering
+    (its Outbox never delivers) leaves the event for the next command's delivery. The long
+    tier kills a process there, and a real `tardy promote` between publication and delivery
+    (``integration/test_interrupted_promotion``)."""
+    Outbox(tmp_path, [FileSink(tmp_path / FILE_SINK)]).put(
+        Event(EventKind.ALERT, "late_ratio above its limit", about="alert:pos:2026-01-10")
+    )
+    assert not (tmp_path / FILE_SINK).exists()  # not delivered by the command that raised it
+    outbox = Outbox(tmp_path, [FileSink(tmp_path / FILE_SINK)])
+    assert outbox.deliver().delivered == 1
+    assert [line["text"] for line in lines(tmp_path)] == ["late_ratio above its limit"]
+    assert outbox.deliver().delivered == 0  # once
+
+
+@pytest.mark.long  # a real process killed; its fast guard: the test above
 def test_a_process_killed_after_raising_an_event_loses_none(tmp_path: Path) -> None:
     child = subprocess.Popen(
         [sys.executable, "-c", RAISE_AND_HANG, str(tmp_path)],

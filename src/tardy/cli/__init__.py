@@ -39,7 +39,7 @@ from tardy.cli.restatement import (
     cmd_restate,
     cmd_rollback,
 )
-from tardy.errors import InputError, TardyError
+from tardy.errors import FailpointReached, InputError, TardyError
 from tardy.gateway import GATEWAYS, select_gateway
 from tardy.home import activate
 from tardy.simulate import SimulationConfig
@@ -416,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
         if busy:
             return report_refusal(args, busy)
         return int(args.func(args))
+    except FailpointReached:  # a test's kill, in-process: a killed command delivers nothing
+        home = None
+        raise
     except TardyError as exc:
         err.print(f"[red]error:[/] {exc}")
         return exc.exit_code
@@ -439,7 +442,9 @@ def _deliver(home: Path) -> None:
     what is not delivered stays in the outbox for the next command, and no error of a sink
     reaches the command's exit code."""
     from tardy.consumers.notifications import deliver_pending
+    from tardy.engine.promote import failpoint
 
+    failpoint("deliver", 0)  # test hook: killed after the command's commits, before delivery
     try:
         deliver_pending(home)
     except Exception as error:  # a full disk, an unreadable URL file: the command stands

@@ -28,7 +28,7 @@ import typing as t
 from dataclasses import dataclass, field
 
 from tardy.engine import delta
-from tardy.errors import RestatementFailed
+from tardy.errors import FailpointReached, RestatementFailed
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,10 +37,14 @@ if t.TYPE_CHECKING:
 
 # Test hook: kill -9 this process right after staging (promoting, restoring) N tables
 # ("stage:N", "promote:N", "rollback:N"; "trail:1": after the change trail's append, before
-# the first commit), to prove that an interrupted restatement is recovered; a process that
-# leads its own process group (started with ``start_new_session``) kills the whole group, its
-# Spark JVM included. Never set outside tests.
+# the first commit; "deliver:0": a command's work done, its notifications not delivered), to
+# prove that an interrupted restatement is recovered; a process that leads its own process
+# group (started with ``start_new_session``) kills the whole group, its Spark JVM included.
+# With ``TARDY_FAILPOINT_MODE=raise`` the same step boundary raises ``FailpointReached``
+# instead (an in-process test of the recovery: no process to start; a ``BaseException``, so
+# no handler of the command takes it for an error). Never set outside tests.
 FAILPOINT = "TARDY_FAILPOINT"
+FAILPOINT_MODE = "TARDY_FAILPOINT_MODE"
 
 
 class ProdChangedError(RestatementFailed):
@@ -52,7 +56,10 @@ def tag(restatement_id: str, action: str) -> str:
 
 
 def failpoint(action: str, done: int) -> None:
-    if os.environ.get(FAILPOINT) == f"{action}:{done}":
+    point = f"{action}:{done}"
+    if os.environ.get(FAILPOINT) == point:
+        if os.environ.get(FAILPOINT_MODE) == "raise":
+            raise FailpointReached(point)
         _kill_self()
 
 

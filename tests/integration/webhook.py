@@ -1,0 +1,43 @@
+"""A webhook on loopback for the notification tests: a real HTTP server in a thread of the
+test's process, answering 500 to its first ``fail`` POSTs, then 204, and recording every POST
+it accepted (its idempotency key and JSON body)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import typing as t
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Hook:
+    """A webhook on loopback: answers 500 to its first ``fail`` POSTs, then 204; records
+    every POST it accepted (body and idempotency key)."""
+
+    def __init__(self, fail: int = 0, port: int = 0) -> None:
+        self.fail, self.tried, self.accepted = fail, 0, []
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                hook.tried += 1
+                if hook.tried <= hook.fail:
+                    self.send_response(500)
+                else:
+                    hook.accepted.append((self.headers["Idempotency-Key"], body))
+                    self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: t.Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
