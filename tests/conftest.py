@@ -29,26 +29,33 @@ os.environ["TARDY_ENGINE"] = "off"
 # The integration tests' shared helpers (homes, oracle, children) import as top-level modules.
 sys.path.insert(0, str(Path(__file__).parent / "integration"))
 
-# Work units, longest first (seconds on an idle machine, one module alone, templates cached:
-# docs/testing.md). A module not listed runs after them, in collection order (unit tests:
-# seconds). The templates a unit builds on a fresh clone come first in its time.
+# Work units, longest first. A module not listed runs after them, in collection order (unit
+# tests: seconds). The templates a unit builds on a fresh clone come first in its time.
 LONGEST_FIRST = (
-    "test_on_cluster",  # long tier, ~870 s: a cluster, the connect and cluster stories
-    "test_restatement_races",  # long tier, ~450 s (+~60 s: the small template, shared)
-    "test_cluster_smoke",  # a cluster, one connect client, the oracle
-    "test_lakehouse",  # long tier: the timeline template (~250 s), then its restatements
-    "test_interrupted_promotion",  # the warm-engine kill ~240 s (long tier: +~185 s)
-    "test_cli",  # ~260 s: the demo on the warm engine
-    "test_review_commands",  # ~260 s: three restatements, three runs, one killed process
-    "test_warm_engine",  # engines of its own, started and stopped
-    "test_small_story",  # ~200 s: three stock plans, one restatement, a rollback
-    "test_code_change",  # ~190 s
-    "test_store_dimension",  # ~150 s
-    "test_small_rules",  # ~105 s
-    "test_small_checks",  # ~100 s alone: the audits, a request file staged and promoted
-    "test_daily_build",  # ~80 s alone: two nightly runs on the small template
-    "test_status",  # ~60 s alone
-    "test_restatement_log",  # ~100 s
+    # the fast tier, by its fresh-clone run (docs/testing.md): the units that build a
+    # template first, so that the other worker finds it built
+    "test_review_commands",  # ~590 s in CI: the small template, restatements, cuts, runs
+    "test_demo_story",  # the demo template: the demo's own steps
+    "test_interrupted_promotion",  # stage, a promotion and a rollback cut and resumed
+    "test_small_story",
+    "test_cli_smoke",  # one warm engine, the CLI's processes on it
+    "test_small_checks",
+    "test_small_rules",
+    "test_versions",
+    "test_adding_a_source",
+    "test_quarantine_review",
+    "test_status",
+    "test_daily_build",
+    "test_refunds",
+    # the long tier's (deselected by `make test`)
+    "test_on_cluster",
+    "test_restatement_races",
+    "test_cluster_smoke",
+    "test_lakehouse",
+    "test_cli",
+    "test_warm_engine",
+    "test_code_change",
+    "test_store_dimension",
 )
 # Modules that share a work unit with another one and run after it on the same worker.
 SAME_WORKER_AS: dict[str, str] = {}
@@ -115,3 +122,46 @@ def context(engine: t.Any, data_home: t.Any) -> object:
 @pytest.fixture(scope="module")
 def spark(engine: t.Any, data_home: t.Any, context: object) -> object:
     return engine.open(data_home.root)[2]
+
+
+# --- CPU per module: what `.ci/cpu_budget.py` compares with docs/testing.md's budget ---------
+
+
+def _cpu_seconds() -> float:
+    """This worker's CPU-seconds so far: its own, its reaped children's, and its Spark JVM's
+    (a child it has not reaped: read from ``/proc``)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    try:
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
+        if gateway is not None and gateway.proc is not None:
+            fields = Path(f"/proc/{gateway.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (ImportError, OSError, ValueError, IndexError, AttributeError):
+        pass
+    return total
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_cpu(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each module's CPU-seconds in this worker (its fixtures, templates it built and tests),
+    appended to ``$TARDY_TEST_CPU`` (a JSON-lines file; unset: not recorded)."""
+    import json
+    import time
+
+    target = os.environ.get("TARDY_TEST_CPU")
+    started, wall = _cpu_seconds(), time.monotonic()
+    yield
+    if target:
+        line = {
+            "module": Path(str(request.node.path)).stem,
+            "cpu_seconds": round(_cpu_seconds() - started, 1),
+            "wall_seconds": round(time.monotonic() - wall, 1),
+        }
+        with open(target, "a") as out:
+            out.write(json.dumps(line) + "\n")

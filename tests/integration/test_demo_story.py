@@ -53,6 +53,10 @@ def test_each_step_of_the_story_did_what_it_tells(demo: dict[str, t.Any]) -> Non
     assert restated["status"] == "promoted", restated
     assert {"silver.sales_transactions", "gold.daily_store_revenue"} <= set(restated["promoted"])
     assert "demo: late and corrected sales for closed days" in told
+    # A late store change was among them: its validity windows, and region revenue promoted.
+    assert story["store_changes"]["silver.store_versions"]
+    assert "gold.daily_region_revenue" in restated["promoted"]
+    assert "Late changes of silver.store_versions alter the as-of join" in told
     # The named week was recomputed, equal to prod: nothing promoted.
     named = story["named"]
     assert named["status"] == "promoted" and named["promoted"] == {}

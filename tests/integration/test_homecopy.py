@@ -85,3 +85,25 @@ def test_a_home_holding_a_staged_restatement_is_refused(tmp_path: Path) -> None:
     with pytest.raises(HomeCopyError, match=r"staged restatement \(stage/\)"):
         copy_home(root, tmp_path / "copy")
     assert not (tmp_path / "copy").exists()
+
+
+def test_the_fingerprints_in_one_statement_equal_each_tables_own(engine, tmp_path: Path) -> None:
+    """``fingerprints`` hashes every model in one ``UNION ALL`` with ``xxhash64(*)``; each
+    equals ``table_fingerprint`` of the table alone (its columns named in order), so
+    fingerprints recorded before stay comparable."""
+    from tardy.consumers.fingerprint import fingerprints, model_tables, table_fingerprint
+    from tardy.engine.meter import Meter
+
+    home = tmp_path / "home"
+    SMALL.copy_to(engine, home)
+    _, context, spark = engine.open(home)
+    try:
+        meter = Meter(spark)
+        with meter.step("fingerprints"):
+            together = fingerprints(context, spark)
+        alone = {table: table_fingerprint(spark, table) for table in model_tables(context)}
+    finally:
+        engine.release()
+    assert len(together) >= 10 and any(f.rows > 0 for f in together.values())
+    assert together == alone
+    assert meter.statements == {"fingerprints": 1}, meter.statements

@@ -18,13 +18,15 @@ starts. Three processes in all:
    --restate-model`` does) equals prod as the promotion left it, the log holds each step and
    the change trail each key's reversal once.
 
-That first test is in the long tier (``make test-long``). The second guards the same rules in
-the fast tier on the product's default path, the warm engine: a promotion killed mid-statement
-resumed by the next `tardy restate`, a rollback killed after 2 tables finished by running it
-again, the change trail written once, prod equal to the independent oracle's recomputation of
-every landed file. The third (long tier) goes on from there on the same engine: a restatement
-of the same rows killed before its promotion's intent, discarded and done again by the next
-(in the fast tier, CI's short chaos run kills a warm restatement).
+That first test is in the long tier (``make test-long``), as are the real kills after it: a
+``tardy promote`` process killed after its second table and completed by the next restate,
+then on the product's default path, the warm engine, a promotion killed mid-statement and a
+rollback killed after 2 tables, and a restatement killed before its promotion's intent. The
+fast tier's guard is ``test_a_promotion_cut_after_its_second_table_...``: the same step
+boundaries raised in-process (``TARDY_FAILPOINT_MODE=raise``, ``children.cli_cut_at``), the
+same recovery checked, prod equal to the independent oracle's recomputation of every landed
+file, and the completed promotion's publication events posted once to a loopback webhook by
+the command after the one stopped before delivering them.
 """
 
 from __future__ import annotations

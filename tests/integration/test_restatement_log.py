@@ -4,10 +4,12 @@ A data home whose log was created by the previous code (schema 1: the DDL and vi
 copied from it, and rows as it wrote them: JSON text columns, the staged detail as JSON in
 ``message``) is opened by the current code, killed right after the migration's first commit
 (``TARDY_FAILPOINT=migrate_log:1``, between adding the typed columns and replacing the view),
-then opened again, in its own data home: ``old`` is a child process (this module run as a
-script) that builds the schema-1 log and is killed migrating it; ``new`` runs in the worker's
-warm engine (``children.in_own_home``), checks what the kill left, finishes the migration,
-appends typed rows and reads both kinds back, with SQL on the typed columns.
+then opened again, in its own data home. The fast tier stops the migration in-process at that
+failpoint (``phase_old_cut``: ``TARDY_FAILPOINT_MODE=raise``); the long tier's ``old`` is a
+child process (this module run as a script) that builds the schema-1 log and is killed
+migrating it. ``new`` runs in the worker's warm engine (``children.in_own_home``), checks
+what the stop left, finishes the migration, appends typed rows and reads both kinds back,
+with SQL on the typed columns.
 """
 
 from __future__ import annotations

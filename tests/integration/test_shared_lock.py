@@ -205,6 +205,9 @@ def _application_names(held: lock.PostgresLock) -> list[str]:
         connection.close()
 
 
+# Long tier: a driver process killed -9. Its fast guard: unit/test_lock (the file lock's holder
+# killed), test_a_clean_release_leaves_no_stale_record.
+@pytest.mark.long
 def test_kill_9_of_the_holder_releases_the_lock_and_leaves_its_record_stale(
     drivers: tuple[Driver, Driver],
 ) -> None:
@@ -246,6 +249,9 @@ def test_a_clean_release_leaves_no_stale_record(drivers: tuple[Driver, Driver]) 
     assert second.communicate(timeout=60)[0].split() == ["won", "-", "-"]
 
 
+# Long tier: a race of two processes. Its fast guard: the first test (a second driver refused
+# while one holds the lock).
+@pytest.mark.long
 def test_drivers_racing_at_one_instant_never_both_win(drivers: tuple[Driver, Driver]) -> None:
     a, b = drivers
     # Every racer is up by `start` and tries at that instant; the winner holds long enough

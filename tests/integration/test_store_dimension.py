@@ -24,9 +24,15 @@ from pathlib import Path
 
 import oracle
 import pandas as pd
+import pytest
 from children import cli_in_process, in_own_home
 
 from tardy.engine.closure import ranges
+
+# Long tier: a 40-day home of its own planned twice (the second a rebuild). Its fast guards:
+# unit/test_dimension_windows (the validity windows a late change alters, day by day) and
+# test_demo_story (a late store change restates region revenue through the demo's steps).
+pytestmark = pytest.mark.long
 
 START = date(2026, 1, 1)
 DAYS = 40
