@@ -20,7 +20,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, connect_asks, late_sales
+from children import (
+    SMALL,
+    SMALL_CLOCK,
+    SMALL_CONFIG,
+    connect_asks,
+    late_sales,
+)
+from proc_table import command_lines
 from prod_checks import assert_prod_equals_recomputation
 
 from tardy import warm
@@ -52,17 +59,11 @@ def _json(home: Path, *argv: str) -> t.Any:
 
 def _jvms_of(home: Path) -> list[str]:
     """The command lines of live JVMs that name the data home (the engine's server)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if "java" in cmdline.split(" ", 1)[0] and str(home) in cmdline:
-            found.append(cmdline)
-    return found
+    return [
+        cmdline
+        for cmdline in command_lines().values()
+        if "java" in cmdline.split(" ", 1)[0] and str(home) in cmdline
+    ]
 
 
 @pytest.fixture(scope="module")

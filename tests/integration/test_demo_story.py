@@ -19,9 +19,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from children import cli_in_process
 from demo_story import DEMO, run_demo
 from homes import Engine
+from report_pages import assert_report_pages_render
 
 
 @pytest.fixture(scope="module")
@@ -107,33 +107,9 @@ def test_the_report_pages_draw_offline(
     """The demo's last step wrote the HTML report: headless Chromium finds every chart drawn
     with data, no script error and no request beyond the file; `tardy report --restatement`
     writes the reviewer's page of the demo's restatement, drawn the same way."""
-    from browser import check_page
-
     home, story = demo["home"], demo["story"]
     report = home / "reports" / Path(story["report"]).name
-    page = check_page(report, tmp_path / "report.png")
-    assert page.charts == ["daily", "periods", "lateness", "quarantine", "restatements"]
-    assert page.errors == [] and page.requests == [] and page.not_drawn == []
-    assert page.empty == [] and all(page.points[chart] > 0 for chart in page.charts), page.points
-    restated = story["restatement"]["restatement_id"]
-    assert restated in page.text and "demo: late and corrected sales for closed days" in page.text
-    assert "Models trained on published versions" in page.text
-    assert f"({restated}):" in page.text and "gold.store_features@v2" in page.text
-    products = report.read_text().split('<section id="products">')[1].split("</section>")[0]
-    assert products.count("<tr>") == len(list((home / "releases").iterdir())) + 1
-
-    engine.open(home)
-    try:
-        code, out, err = cli_in_process("report", "--restatement", restated, "--json")
-    finally:
-        engine.release()
-    assert code == 0, err
-    written = json.loads(out)
-    assert 0 < written["statements"]["report"] <= 12
-    review = check_page(Path(written["path"]), tmp_path / "restatement.png")
-    assert "intervals" in review.charts and review.points["intervals"] > 0
-    assert review.errors == [] and review.requests == [] and review.not_drawn == []
-    assert restated in review.text and f"tardy rollback {restated}" in review.text
+    assert_report_pages_render(engine, home, report, story, tmp_path)
 
 
 def test_the_demo_run_again_has_nothing_left_to_restate(

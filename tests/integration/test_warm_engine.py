@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from children import connect_asks
+from proc_table import command_lines
 
 from tardy import warm
 from tardy.home import project_root
@@ -66,20 +67,15 @@ def _engine(home: Path, action: str = "status", **extra: str) -> dict[str, t.Any
 def _processes_of(home: Path) -> list[int]:
     """Every live process whose command line names the home's engine (supervisor or server)."""
     paths = warm.Paths(home)
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        ours = str(paths.server_conf) in cmdline or (
-            warm.SUPERVISOR in cmdline and str(home) in cmdline
+    return [
+        pid
+        for pid, cmdline in command_lines().items()
+        if (
+            str(paths.server_conf) in cmdline
+            or (warm.SUPERVISOR in cmdline and str(home) in cmdline)
         )
-        if ours and alive(int(proc.name)):
-            found.append(int(proc.name))
-    return found
+        and alive(pid)
+    ]
 
 
 def _stop(home: Path) -> None:

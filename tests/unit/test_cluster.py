@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,11 @@ def test_a_stale_pid_file_counts_as_stopped(settings: Settings) -> None:
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", MASTER_CLASS])
     try:
         master.pid_file.write_text(f"{sleeper.pid}\n")
+        # Until the child has exec'd, its command line is this process's (a fork): wait for it.
+        cmdline = Path(f"/proc/{sleeper.pid}/cmdline")
+        deadline = time.monotonic() + 20
+        while MASTER_CLASS.encode() not in cmdline.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert live_pid(master) == sleeper.pid
     finally:
         sleeper.kill()
