@@ -342,6 +342,44 @@ def test_a_killed_promotion_is_completed_by_the_next_restate_exactly(
     assert {row[4] for row in trail} == {"promoted"}
 
 
+# Long: a real `tardy promote` killed between its publication and the delivery of its events
+# (its own JVM). Its fast guard: the `deliver:0` cut of the test above.
+@pytest.mark.long
+def test_a_promote_killed_before_delivery_loses_no_publication_event(
+    engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tardy promote`` (a process) killed -9 at ``deliver:0``, once its promotion and
+    publication are committed: the webhook on loopback received nothing; the next command
+    posts each of the publication's events once."""
+    from tardy.consumers.versions import publications
+
+    hook = Hook()
+    monkeypatch.setenv("TARDY_WEBHOOK_URL", hook.url)
+    home = tmp_path / "home"
+    SMALL.copy_to(engine, home)
+    try:
+        staged = build_and_stage(*engine.open(home))
+        engine.release()
+        hook.accepted.clear()  # the staged event
+        restatement_id = staged["id"]
+        killed = _run(home, str(BIN / "tardy"), "promote", restatement_id, failpoint="deliver:0")
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        assert hook.accepted == []  # killed before it delivered
+        spark = engine.open(home)[2]
+        log = _cli_json("log", restatement_id)  # the next command delivers
+        published = {
+            (p.table_name, p.version)
+            for p in publications(spark)
+            if p.restatement_id == restatement_id
+        }
+    finally:
+        engine.release()
+        hook.close()
+    assert [e["action"] for e in log][-1] == "promoted"
+    delivered = sorted((body["table"], body["version"]) for _, body in hook.accepted)
+    assert published and delivered == sorted(published)
+
+
 # Long: each part of its story starts a warm engine (a cold JVM) and runs its commands as
 # processes of it; 1,434-1,453 s in CI on 11-29. Its fast guards: the test above (a killed
 # promotion completed), test_warm_engine (a client killed mid-statement or inside a metastore
