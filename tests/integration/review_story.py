@@ -65,29 +65,29 @@ class Child:
         return {k: v.as_dict() for k, v in fingerprints(self.context, self.spark).items()}
 
     def versions(self) -> dict[str, int]:
-        """Each model's prod table's latest Delta version."""
-        from tardy.engine import delta, sqlmesh_api
-
-        return {
-            s.model.name: delta.version(
-                self.spark, sqlmesh_api.spark_name(s.table_name(is_deployable=True))
-            )
-            for s in sqlmesh_api.model_snapshots(self.context)
-            if sqlmesh_api.has_intervals(s)  # a view has no Delta history
-        }
+        """Each model's prod table's latest Delta version, from its ``_delta_log`` files."""
+        return {model: _log_commits(log)[-1][0] for model, log in self._prod_logs().items()}
 
     def last_commits(self) -> dict[str, list[str]]:
-        """Each model's prod table's latest Delta operation and its tag."""
-        from tardy.engine import delta, sqlmesh_api
+        """Each model's prod table's latest Delta operation and its tag, from its log."""
+        return {model: _log_commits(log)[-1][1:] for model, log in self._prod_logs().items()}
+
+    def _prod_logs(self) -> dict[str, Path]:
+        """Each model's prod table's ``_delta_log`` folder in the home's warehouse (a managed
+        table's location is ``<schema>.db/<table>``; read as files, no Spark statement)."""
+        from sqlglot import exp
+
+        from tardy.engine import sqlmesh_api
 
         out = {}
         for s in sqlmesh_api.model_snapshots(self.context):
             if not sqlmesh_api.has_intervals(s):  # a view has no Delta history
                 continue
-            commit = delta.latest_commit(
-                self.spark, sqlmesh_api.spark_name(s.table_name(is_deployable=True))
-            )
-            out[s.model.name] = [commit.operation, commit.userMetadata or ""]
+            name = exp.to_table(s.table_name(is_deployable=True), dialect="spark")
+            schema, table = name.db, name.name  # the catalog's, if named, is the home's
+            log = self.home.root / "warehouse" / f"{schema}.db" / table / "_delta_log"
+            assert log.is_dir(), log
+            out[s.model.name] = log
         return out
 
     def actions(self, restatement_id: str) -> list[str]:
@@ -108,6 +108,19 @@ class Child:
     def run(self, days: int, **kwargs: t.Any) -> None:
         self.context.run(execution_time=CLOCK + timedelta(days=days), **kwargs)
         self.mark("run")
+
+
+def _log_commits(log: Path) -> list[list[t.Any]]:
+    """A Delta log's commits, oldest first: version, operation, ``userMetadata`` ("" when
+    none), from the commit files (``<20-digit version>.json``, one action per line)."""
+    out = []
+    for path in sorted(log.glob("[0-9]" * 20 + ".json")):
+        for line in path.read_text().splitlines():
+            info = json.loads(line).get("commitInfo")
+            if info is not None:
+                out.append([int(path.stem), info["operation"], info.get("userMetadata") or ""])
+    assert out, f"{log} holds no commit"
+    return out
 
 
 def land_late_rows(child: Child) -> None:

@@ -7,8 +7,8 @@ promoting, promote, status, a named restatement, impact and retrain, the report 
 summary) once per content hash, in the worker's warm engine, on a smaller month than the
 command's (``demo_story.DEMO_CONFIG``); what it told and returned are the template's facts.
 The tests check each step's result against the data home it left (a copy of the template),
-the report's pages in headless Chromium, and the demo run again on the copy: nothing left
-to restate, the same summary.
+the report's pages in headless Chromium, and `tardy detect` on the copy: nothing left
+to restate (the long tier runs the whole demo again there: the same summary).
 """
 
 from __future__ import annotations
@@ -112,6 +112,24 @@ def test_the_report_pages_draw_offline(
     assert_report_pages_render(engine, home, report, story, tmp_path)
 
 
+def test_nothing_is_left_to_restate_after_the_demo(engine: Engine, demo: dict[str, t.Any]) -> None:
+    """The fast guard of the re-run below: what the demo promoted is what bronze holds, so
+    `tardy detect` finds nothing to restate, in any source or model."""
+    from tardy.engine.detect import detect
+
+    _, context, spark = engine.open(demo["home"])
+    try:
+        manifest = detect(context, spark).as_dict()
+    finally:
+        engine.release()
+    assert manifest["late_rows"] == 0, manifest
+    assert not any(manifest["roots"].values()) and not any(manifest["impacted"].values())
+    assert not manifest["altered"], manifest  # nor a store change's windows
+
+
+# Long tier: the whole demo run again on its home (`test_cli` runs it again after the command
+# too). Its fast guard: the dry run above.
+@pytest.mark.long
 def test_the_demo_run_again_has_nothing_left_to_restate(
     engine: Engine, demo: dict[str, t.Any]
 ) -> None:
