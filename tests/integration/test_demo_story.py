@@ -128,7 +128,7 @@ def test_nothing_is_left_to_restate_after_the_demo(engine: Engine, demo: dict[st
 
 
 # Long tier: the whole demo run again on its home (`test_cli` runs it again after the command
-# too). Its fast guard: the dry run above.
+# too). Its fast guard: the detect above.
 @pytest.mark.long
 def test_the_demo_run_again_has_nothing_left_to_restate(
     engine: Engine, demo: dict[str, t.Any]
