@@ -234,8 +234,9 @@ def _tell_consumers(home: DataHome, promoted: Outcome, shown: str, console: Cons
     from rich.markdown import Markdown
 
     from tardy.consumers import notes, notifications
+    from tardy.project import notification_targets
 
-    notifications.deliver_pending(home.root)
+    notifications.deliver_pending(home.root, targets=notification_targets)
     for published in promoted.published:
         table, version = str(published["table_name"]), int(str(published["version"]))
         note = notes.read(home.root, table, version)

@@ -162,6 +162,21 @@ def load_config() -> Config:
     return load_configs(None, Config, root)[root]
 
 
+_targets: dict[Path, list[t.Any]] = {}
+
+
+def notification_targets() -> list[t.Any]:
+    """The project's SQLMesh ``notification_targets`` (its config, ``config.py`` included),
+    read once per process and project without finding or starting an engine: for a command
+    that delivers notifications with no Context open (``tardy.consumers.notifications``)."""
+    root = project_root()
+    if root not in _targets:
+        remote = os.environ.get(ENGINE_REMOTE_VARIABLE)
+        with _environ(**{warm.ENGINE_VARIABLE: "off", ENGINE_REMOTE_VARIABLE: remote}):
+            _targets[root] = list(load_config().notification_targets)
+    return _targets[root]
+
+
 def spark_of(context: Context) -> SparkSession:
     """The SparkSession behind the context's engine adapter (created on first use)."""
     adapter = context.engine_adapter

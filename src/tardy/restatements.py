@@ -1,6 +1,10 @@
 """The restatement commands as users run them: the engine's (``tardy.engine.restate``), each
 publishing what its promotions commit (``tardy.consumers.versions``).
 
+A restatement left staged is announced ("staged, awaiting review") through a held event
+(``notifications.hold``): kept before the staging commits, released once it has; one a kill
+cut off is settled by the next restatement command from the log (``settle_staged``).
+
 The engine owns the lifecycle (``tardy.engine.lifecycle``) and calls the publisher it is
 given, under the restatement lock, after every promotion it completes (a recovered one
 included); this module gives it ``publish_promotion``, so the engine never imports the
@@ -12,10 +16,15 @@ from __future__ import annotations
 import typing as t
 
 from tardy.consumers import notifications, versions
+from tardy.engine import environment, log
 from tardy.engine import restate as commands
 from tardy.engine.closure import days_of
+from tardy.engine.log import Action
 from tardy.engine.named import Selection
 from tardy.engine.outcome import Outcome, Status
+from tardy.engine.plan import new_id
+from tardy.engine.promote import failpoint
+from tardy.errors import TardyError
 from tardy.home import activate
 
 if t.TYPE_CHECKING:
@@ -58,34 +67,75 @@ def restate(
     environment_name: str | None = None,
 ) -> Outcome:
     """``tardy restate``: ``tardy.engine.restate.restate``, publishing; a restatement left
-    staged for review is announced (``tardy.consumers.notifications``)."""
-    outcome = commands.restate(
-        context,
-        spark,
-        reason,
+    staged for review is announced (``tardy.consumers.notifications``), also when a kill
+    stops this process between the staging's commit and its event (``settle_staged``)."""
+    settle_staged(context, spark)
+    given = dict(
         dry_run=dry_run,
         promote=promote,
         accept_large_change=accept_large_change,
         threshold=threshold,
-        restatement_id=restatement_id,
         selection=selection,
         environment_name=environment_name,
         publish=publish_promotion,
     )
-    if outcome.status == Status.STAGED and outcome.restatement_id is not None:
-        settings = context.config.variables.get("notifications")
-        event = notifications.staged(outcome.restatement_id, outcome.evaluated, outcome.environment)
-        notifications.notify(activate().root, settings, event)
+    if dry_run or promote:
+        return commands.restate(context, spark, reason, restatement_id=restatement_id, **given)
+    restatement_id = restatement_id or new_id()
+    env = environment.name_for(restatement_id, environment_name)
+    settings = context.config.variables.get("notifications")
+    event = notifications.staged(restatement_id, [], env)
+    home = activate().root
+    with notifications.hold(home, settings, event, {"restatement_id": restatement_id}) as held:
+        try:
+            outcome = commands.restate(
+                context, spark, reason, restatement_id=restatement_id, **given
+            )
+        except TardyError:  # a gate or a refusal: nothing was staged
+            held.drop()
+            raise
+        if outcome.status != Status.STAGED or outcome.restatement_id is None:
+            held.drop()
+            return outcome
+        failpoint("announce", 0)  # test hook: staged and committed, its event not kept
+        staged = notifications.staged(outcome.restatement_id, outcome.evaluated, env)
+        held.release(staged, notifications.targets_of(context.config))
     return outcome
+
+
+def settle_staged(context: Context, spark: SparkSession) -> list[str]:
+    """Announce the restatements a killed ``restate --no-promote`` staged and never announced
+    (their held events; the log says whether the staging committed: one still ``staged`` is
+    announced, any other is dropped). One statement, only when such an event exists."""
+    orphans = notifications.orphans(activate().root, notifications.EventKind.RESTATEMENT_STAGED)
+    if not orphans:
+        return []
+    latest = log.latest(spark)
+    announced = []
+    for held in orphans:
+        rid = str(held.awaits["restatement_id"])
+        row = latest.get(rid)
+        if row is None or row.status != Action.STAGED:
+            held.drop()
+            continue
+        models = [table.model for table in row.staged_tables or []]
+        env = held.event.detail.get("environment")
+        held.release(
+            notifications.staged(rid, models, env), notifications.targets_of(context.config)
+        )
+        announced.append(rid)
+    return announced
 
 
 def promote_staged(context: Context, spark: SparkSession, restatement_id: str) -> Outcome:
     """``tardy promote <id>``, publishing."""
+    settle_staged(context, spark)
     return commands.promote_staged(context, spark, restatement_id, publish=publish_promotion)
 
 
 def discard(context: Context, spark: SparkSession, restatement_id: str) -> str:
     """``tardy discard <id>`` (a promotion it recovers first is published)."""
+    settle_staged(context, spark)
     return commands.discard(context, spark, restatement_id, publish=publish_promotion)
 
 
@@ -93,4 +143,5 @@ def rollback(
     context: Context, spark: SparkSession, restatement_id: str, reason: str
 ) -> dict[str, int]:
     """``tardy rollback <id>`` (a promotion it recovers first is published)."""
+    settle_staged(context, spark)
     return commands.rollback(context, spark, restatement_id, reason, publish=publish_promotion)

@@ -319,6 +319,7 @@ def test_cli_status_json_prints_only_the_status(lake, context, monkeypatch, caps
     assert cli.main(["status", "--json", "--fresh"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload.pop("answer")["source"] == "computed"
+    assert set(payload.pop("notifications")) == {"pending", "dead", "held"}  # the outbox's
     assert payload == json.loads(json.dumps(lake.status.as_dict(), default=str))
     assert opened == [(None, True)]  # SQLMesh's progress goes to stderr
 
@@ -408,6 +409,47 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
     monkeypatch.setitem(variables, "quarantine_open_max_hours", 1e9)
     assert cli.main(["status", "--check", "--fresh"]) == 0
     assert "Check passed" in capsys.readouterr().out
+
+
+def test_status_names_a_dead_letter_and_retry_delivers_it_once_accepted(
+    lake, context, monkeypatch, capsys
+) -> None:
+    """A webhook refuses an event for good (HTTP 400): `tardy status` names it, its reason
+    and the command to retry; `tardy notifications retry` delivers it once the server
+    accepts (a real HTTP server on loopback), and status then shows no dead letter."""
+    from webhook import Hook
+
+    import tardy.consumers.status
+    import tardy.project
+    from tardy import cli
+    from tardy.consumers.notifications import Event, EventKind, Outbox, WebhookSink
+    from tardy.home import activate
+
+    monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, []))
+    monkeypatch.setattr(tardy.consumers.status, "status", lambda context, spark: lake.status)
+    refusing = [True]
+    hook = Hook(answer=lambda body: 400 if refusing[0] else None)
+    try:
+        monkeypatch.setenv("TARDY_WEBHOOK_URL", hook.url)
+        outbox = Outbox(activate().root, [WebhookSink(hook.url, attempts=1)])
+        event = Event(EventKind.ALERT, "source probe: silent", about="dead-letter-probe")
+        outbox.put(event)
+        assert outbox.deliver(budget_seconds=5).dead == 1
+        assert cli.main(["status", "--fresh"]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert "dead letters" in out and "source probe: silent" in out
+        assert "webhook: HTTP 400" in out and "tardy notifications retry" in out
+        assert cli.main(["notifications", "retry"]) == 1  # still refused: says so
+        assert "HTTP 400" in " ".join(capsys.readouterr().err.split())
+        refusing[0] = False
+        assert cli.main(["notifications", "retry", "--json"]) == 0
+        retried = json.loads(capsys.readouterr().out)
+        assert (retried["delivery"]["delivered"], retried["dead"]) == (1, [])
+        assert [key for key, _ in hook.accepted] == [event.key]
+        assert cli.main(["status", "--json", "--fresh"]) == 0
+        assert json.loads(capsys.readouterr().out)["notifications"]["dead"] == []
+    finally:
+        hook.close()
 
 
 def _alert_events() -> list[dict]:

@@ -1,6 +1,6 @@
 """A webhook on loopback for the notification tests: a real HTTP server in a thread of the
-test's process, answering 500 to its first ``fail`` POSTs, then 204, and recording every POST
-it accepted (its idempotency key and JSON body)."""
+test's process, answering 500 to its first ``fail`` POSTs (or what ``answer`` says of a body),
+then 204, and recording every POST it accepted (its idempotency key and JSON body)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,27 @@ class Hook:
     """A webhook on loopback: answers 500 to its first ``fail`` POSTs, then 204; records
     every POST it accepted (body and idempotency key)."""
 
-    def __init__(self, fail: int = 0, port: int = 0) -> None:
+    def __init__(
+        self,
+        fail: int = 0,
+        port: int = 0,
+        answer: t.Callable[[dict[str, t.Any]], int | None] | None = None,
+    ) -> None:
+        """``answer``: the status to answer a body with (None: as ``fail`` says)."""
         self.fail, self.tried, self.accepted = fail, 0, []
+        self.answer = answer
+        self.bodies: list[dict[str, t.Any]] = []  # every POST's body, accepted or not
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 hook.tried += 1
-                if hook.tried <= hook.fail:
+                hook.bodies.append(body)
+                status = hook.answer(body) if hook.answer else None
+                if status is not None and not 200 <= status < 300:
+                    self.send_response(status)
+                elif hook.tried <= hook.fail:
                     self.send_response(500)
                 else:
                     hook.accepted.append((self.headers["Idempotency-Key"], body))

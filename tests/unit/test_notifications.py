@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import typing as t
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from tardy.consumers.notifications import (
     FileSink,
     Outbox,
     WebhookSink,
+    backlog,
     webhook_url,
 )
 from tardy.errors import InputError
@@ -44,6 +46,9 @@ def published(version: int) -> Event:
         version=version,
         detail={"changed_days": ["2026-01-10"]},
     )
+
+
+LATER = datetime.now(UTC) + timedelta(hours=2)  # past any first backoff
 
 
 def lines(home: Path) -> list[dict[str, t.Any]]:
@@ -78,7 +83,9 @@ def test_an_event_raised_while_the_server_is_down_is_delivered_by_the_next_deliv
     assert (first.delivered, first.pending) == (0, 2) and "ConnectionError" in first.errors[0]
     up = Hook(port=down.port)
     try:
-        second = outbox.deliver(budget_seconds=5)
+        # Both wait for their next attempt (the backoff across commands), then go.
+        assert outbox.deliver(budget_seconds=5).delivered == 0 and up.tried == 0
+        second = outbox.deliver(budget_seconds=5, now=LATER)
     finally:
         up.close()
     assert (second.delivered, second.pending, second.errors) == (2, 0, [])
@@ -226,3 +233,87 @@ def test_a_publication_whose_event_a_kill_lost_is_announced_by_the_next_publish(
     assert announce(tmp_path, settings, [published(v) for v in (1, 2, 3, 4)], []) == []
     Outbox.of(tmp_path).deliver()
     assert [line["version"] for line in lines(tmp_path)] == [2, 3, 4]
+
+
+def on(table: str, version: int) -> Event:
+    return Event(
+        EventKind.PUBLICATION,
+        f"{table} v{version} published",
+        about=f"{table}@v{version}",
+        table=table,
+        version=version,
+    )
+
+
+def test_an_event_refused_for_good_is_a_dead_letter_and_the_next_events_go(
+    tmp_path: Path,
+) -> None:
+    """A 400 for one event: it moves to the dead letters with its reason, the events after it
+    (its own table's too) are delivered, it is never sent again by a delivery, and
+    ``retry_dead`` sends it once the server accepts it."""
+    refusing = {2}
+    hook = Hook(answer=lambda body: 400 if body["version"] in refusing else None)
+    try:
+        sink = WebhookSink(hook.url, timeout_seconds=2, attempts=3, backoff_seconds=0.01)
+        outbox = Outbox(tmp_path, [sink])
+        outbox.put(on("gold.a", 1), on("gold.a", 2), on("gold.a", 3))
+        done = outbox.deliver(budget_seconds=10)
+        assert (done.delivered, done.dead, done.pending) == (2, 1, 0)
+        assert [body["version"] for _, body in hook.accepted] == [1, 3]
+        assert [b["version"] for b in hook.bodies].count(2) == 1  # a 400 is not retried
+        (letter,) = backlog(tmp_path).dead
+        assert (letter.sink, letter.table, letter.reason) == (
+            "webhook",
+            "gold.a",
+            "webhook: HTTP 400",
+        )
+        assert letter.text == "gold.a v2 published"
+        assert outbox.deliver(budget_seconds=5, now=LATER).delivered == 0  # dead stays dead
+        assert len(hook.bodies) == 3
+        refusing.clear()
+        retried = outbox.retry_dead()
+        assert (retried.retried, retried.delivered, retried.dead) == (1, 1, 0)
+        assert [body["version"] for _, body in hook.accepted] == [1, 3, 2]
+        assert backlog(tmp_path).dead == [] and backlog(tmp_path).pending == {}
+    finally:
+        hook.close()
+
+
+def test_a_transient_failure_waits_for_its_next_attempt_and_holds_back_only_its_table(
+    tmp_path: Path,
+) -> None:
+    """A 503 (then 204): the event is kept with its attempts and next attempt time; until
+    then neither it nor the later events of its table are sent, another table's are; once
+    due, each is delivered once and in order."""
+    hook = Hook(answer=lambda body: 503 if body["version"] == 1 and len(hook.bodies) == 1 else None)
+    try:
+        sink = WebhookSink(hook.url, timeout_seconds=2, attempts=1, backoff_seconds=0.01)
+        outbox = Outbox(tmp_path, [sink])
+        outbox.put(on("gold.a", 1), on("gold.a", 2), on("gold.b", 1))
+        first = outbox.deliver(budget_seconds=10)
+        assert (first.delivered, first.pending, first.errors) == (1, 2, ["webhook: HTTP 503"])
+        assert [(b["table"], b["version"]) for _, b in hook.accepted] == [("gold.b", 1)]
+        waiting = json.loads(sorted(outbox.pending()["webhook"])[0].read_text())
+        assert waiting["_delivery"]["attempts"] == 1
+        assert waiting["_delivery"]["next_attempt_at"] > datetime.now(UTC).isoformat()
+        again = outbox.deliver(budget_seconds=10)  # not due yet: nothing sent
+        assert (again.delivered, again.pending, len(hook.bodies)) == (0, 2, 2)
+        due = outbox.deliver(budget_seconds=10, now=LATER)
+        assert (due.delivered, due.pending, due.errors) == (2, 0, [])
+        got = [(b["table"], b["version"]) for _, b in hook.accepted]
+        assert got == [("gold.b", 1), ("gold.a", 1), ("gold.a", 2)]
+        assert [key for key, _ in hook.accepted].count(on("gold.a", 1).key) == 1
+    finally:
+        hook.close()
+
+
+def test_a_sink_that_fails_never_holds_another_back(tmp_path: Path) -> None:
+    down = Hook()
+    down.close()
+    sinks = [WebhookSink(down.url, timeout_seconds=1, attempts=5, backoff_seconds=0.2)]
+    outbox = Outbox(tmp_path, [*sinks, FileSink(tmp_path / FILE_SINK)])
+    outbox.put(on("gold.a", 1), on("gold.a", 2))
+    done = outbox.deliver(budget_seconds=2)
+    assert done.delivered == 2 and done.pending == 2  # the file sink's two; the webhook's wait
+    assert [line["version"] for line in lines(tmp_path)] == [1, 2]
+    assert backlog(tmp_path).pending == {"webhook": 2}

@@ -123,6 +123,36 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_notifications(args: argparse.Namespace) -> int:
+    """``tardy notifications [list]``: what the outbox holds; ``retry``: the dead letters put
+    back and every waiting event sent now (exit 1 when a sink still does not take one)."""
+    from tardy.consumers import notifications
+    from tardy.project import notification_targets
+    from tardy.rendering.status import render_notifications
+
+    home = activate().root
+    done = None
+    if args.action == "retry":
+        outbox = notifications.Outbox.of(home, notification_targets)
+        done = outbox.retry_dead(args.key)
+    backlog = notifications.backlog(home)
+    if args.json:
+        print_json({"delivery": done.as_dict() if done else None, **backlog.as_dict()})
+    else:
+        if done is not None:
+            console.print(
+                f"Retried {done.retried} dead letter(s): {done.delivered} delivered, "
+                f"{done.pending} waiting, {done.dead} refused again"
+            )
+        render_notifications(backlog, console)
+        if done is None and not backlog.dead and not any(backlog.pending.values()):
+            console.print("The outbox is empty: every event was delivered.")
+    if done is not None and (done.busy or done.dead or done.pending):
+        why = "another process is delivering" if done.busy else "; ".join(done.errors[:3])
+        raise TardyError(f"notifications not all delivered: {why or 'waiting'}")
+    return 0
+
+
 def cmd_engine(args: argparse.Namespace) -> int:
     from tardy import warm
     from tardy.project import engine_settings
@@ -402,6 +432,14 @@ def build_parser() -> argparse.ArgumentParser:
     eng.add_argument("--force", action="store_true", help="stop even while commands use it")
     eng.add_argument("--json", action="store_true")
     eng.set_defaults(func=cmd_engine)
+
+    note = sub.add_parser(
+        "notifications", help="the outbox: events waiting, dead letters; retry them"
+    )
+    note.add_argument("action", choices=("list", "retry"), nargs="?", default="list")
+    note.add_argument("--key", help="retry only the dead letter whose key starts with this")
+    note.add_argument("--json", action="store_true")
+    note.set_defaults(func=cmd_notifications)
     return parser
 
 
@@ -410,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     select_gateway(args.gateway)
     if args.no_engine:
         os.environ[ENGINE_VARIABLE] = "off"
-    home = None if args.command in ("simulate", "engine") else activate().root
+    home = None if args.command in ("simulate", "engine", "notifications") else activate().root
     try:
         busy = home and home_busy(home)
         if busy:
@@ -443,9 +481,10 @@ def _deliver(home: Path) -> None:
     reaches the command's exit code."""
     from tardy.consumers.notifications import deliver_pending
     from tardy.engine.promote import failpoint
+    from tardy.project import notification_targets
 
     failpoint("deliver", 0)  # test hook: killed after the command's commits, before delivery
     try:
-        deliver_pending(home)
+        deliver_pending(home, targets=notification_targets)
     except Exception as error:  # a full disk, an unreadable URL file: the command stands
         err.print(f"[yellow]notifications not delivered:[/] {error}")

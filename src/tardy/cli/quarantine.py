@@ -13,10 +13,12 @@ from tardy.errors import TardyError
 def cmd_quarantine(args: argparse.Namespace) -> int:
     from tardy.project import open_context, spark_of
     from tardy.quarantine.listing import read, short_ids
+    from tardy.quarantine.steward import settle_rejected
     from tardy.rendering.quarantine import render_listing
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
     listing = read(context, spark_of(context))
+    settle_rejected(listing, context)  # a rejection a kill left unannounced
     chosen = listing.select(args.source, args.reason_filter, open_only=not args.all)
     ids = short_ids(listing.records)
     if args.json:

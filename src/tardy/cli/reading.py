@@ -217,9 +217,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     from tardy.alerts import check, check_baseline, thresholds
     from tardy.baseline import Baseline, day_models
     from tardy.baseline import measure as measure_baseline
+    from tardy.consumers import notifications
     from tardy.consumers.status import Status
+    from tardy.project import notification_targets
     from tardy.recorded import Answer, Source
-    from tardy.rendering.status import render_alerts, render_status
+    from tardy.rendering.status import render_alerts, render_notifications, render_status
     from tardy.sources import declared
 
     recorded, source = _recorded(args, Answer.STATUS), Source.RECORDED
@@ -253,25 +255,29 @@ def cmd_status(args: argparse.Namespace) -> int:
     alerts = check(result, limits, owners) if limits is not None else []
     if limits is not None and baseline is not None:
         alerts += check_baseline(baseline, limits)
+    backlog = notifications.backlog(activate().root)  # live, never recorded: files only
     if args.json:
-        payload = {**result.as_dict(), "answer": answer}
+        payload = {**result.as_dict(), "answer": answer, "notifications": backlog.as_dict()}
         if limits is not None:
             payload["alerts"] = [alert.as_dict() for alert in alerts]
             payload["baseline"] = baseline.as_dict() if baseline is not None else None
         print_json(payload)
     else:
         render_status(result, console)
+        render_notifications(backlog, console)
         if limits is not None:
             render_alerts(alerts, console)
     if alerts:
-        from tardy.consumers import notifications
-        from tardy.home import activate
-
         events = [
             notifications.alerted(alert.message, alert.as_dict(), result.max_arrival_ts)
             for alert in alerts
         ]
-        notifications.notify(activate().root, variables.get("notifications"), *events)
+        notifications.notify(
+            activate().root,
+            variables.get("notifications"),
+            *events,
+            targets=notification_targets,
+        )
         raise AlertsRaised(
             f"{len(alerts)} alert(s): " + "; ".join(alert.message for alert in alerts)
         )

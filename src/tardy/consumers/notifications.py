@@ -21,7 +21,23 @@ Sinks (``project.yaml``'s ``notifications`` variable; ``sinks``):
   file only its owner can read, mode 0600: a URL with a secret never sits in the repo or on a
   command line). An HTTP POST of the event as JSON with a ``text`` field, as chat incoming
   webhooks take it; a timeout per request and retries with exponential backoff (``tenacity``)
-  within the delivery's time budget.
+  within the delivery's time budget;
+- the project's SQLMesh ``notification_targets`` (its config: Slack webhook or API, SMTP,
+  console, a custom class): each target is a sink, sent through the target's own ``send``
+  (``notifications: {sqlmesh_targets: false}`` turns them off).
+
+Delivery never jams. A sink's *permanent* refusal (an HTTP 4xx but 408 and 429) moves the
+event to the dead letters (``outbox/dead/<sink>/``, with the reason), shown by ``tardy
+status`` and sent again only by ``tardy notifications retry``. A *transient* failure keeps
+the event in place with its attempts and the time of its next attempt, doubling from
+``retry_after_seconds`` up to ``retry_max_seconds`` across commands. Per sink, events are
+sent oldest first and an event waiting holds back only the later events of its own table;
+each sink has its share of the delivery's budget, so one never holds another back.
+
+An event whose commit may be cut off by a kill (a restatement staged, records rejected) is
+*held* first (``outbox/held/<key>.json``, flock-ed by its writer until the commit is done):
+the writer releases it into the sinks once the commit is done; a later command that finds a
+held event whose writer is gone settles it by what was committed (``settle``).
 """
 
 from __future__ import annotations
@@ -31,6 +47,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import stat
 import time
 import typing as t
@@ -48,6 +65,12 @@ if t.TYPE_CHECKING:
 OUTBOX = "outbox"
 FILE_SINK = "notifications.jsonl"
 EVENT_FILES = "[0-9]*.json"  # <raised_at>-<key>.json: oldest first by name
+DEAD = "dead"  # outbox/dead/<sink>/<event file>: what a sink refused for good
+HELD = "held"  # outbox/held/<key>.json: an event whose commit a kill may have cut off
+STATE = "_delivery"  # kept in a pending or dead file: attempts, next attempt, last error
+RETRY_SETTINGS = "retry.json"  # the backoff across commands (``notifications.retry``)
+RETRY_AFTER_SECONDS = 60.0
+RETRY_MAX_SECONDS = 3600.0
 LEDGER = "announced"  # the keys of every event kept so far, one a line (``announce``)
 SINK_SETTINGS = "sink.json"  # a webhook folder's timeout, attempts and backoff (no URL)
 WEBHOOK_URL = "TARDY_WEBHOOK_URL"
@@ -84,7 +107,16 @@ class Event:
 
 
 class DeliveryError(Exception):
-    """A sink did not accept an event (it stays in the outbox)."""
+    """A sink did not accept an event now: it stays in the outbox, tried again later."""
+
+
+class RefusedForGood(DeliveryError):
+    """A sink refused an event for good (an HTTP 4xx but 408 and 429): a dead letter."""
+
+
+def refused_for_good(status_code: int) -> bool:
+    """Whether an HTTP answer refuses the event for good (re-sending it cannot help)."""
+    return 400 <= status_code < 500 and status_code not in (408, 429)
 
 
 class Sink(t.Protocol):
@@ -92,7 +124,7 @@ class Sink(t.Protocol):
 
     def send(self, event: dict[str, t.Any], deadline: float) -> None:
         """Deliver ``event`` (``Event.as_dict``) before ``deadline`` (``time.monotonic``), or
-        raise ``DeliveryError``."""
+        raise ``DeliveryError`` (``RefusedForGood`` when trying again cannot help)."""
 
 
 @dataclass
@@ -103,13 +135,16 @@ class FileSink:
     name: str = "file"
 
     def send(self, event: dict[str, t.Any], deadline: float) -> None:
-        with self.path.open("a+", encoding="utf-8") as out:
-            out.seek(0)
-            if any(json.loads(line).get("key") == event["key"] for line in out if line.strip()):
-                return  # delivered before a kill kept its outbox file
-            out.write(json.dumps(event, sort_keys=True) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            with self.path.open("a+", encoding="utf-8") as out:
+                out.seek(0)
+                if any(json.loads(ln).get("key") == event["key"] for ln in out if ln.strip()):
+                    return  # delivered before a kill kept its outbox file
+                out.write(json.dumps(event, sort_keys=True) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+        except OSError as error:  # a full disk, a read-only home: tried again later
+            raise DeliveryError(f"{self.name}: {error}") from error
 
 
 @dataclass
@@ -127,7 +162,7 @@ class WebhookSink:
         from tenacity import (
             RetryError,
             Retrying,
-            retry_if_exception_type,
+            retry_if_exception,
             stop_after_attempt,
             stop_before_delay,
             wait_exponential,
@@ -144,6 +179,8 @@ class WebhookSink:
                 )
             except requests.RequestException as error:
                 raise DeliveryError(f"{self.name}: {type(error).__name__}") from error
+            if refused_for_good(response.status_code):
+                raise RefusedForGood(f"{self.name}: HTTP {response.status_code}")
             if not 200 <= response.status_code < 300:
                 raise DeliveryError(f"{self.name}: HTTP {response.status_code}")
 
@@ -151,7 +188,9 @@ class WebhookSink:
             stop=stop_after_attempt(self.attempts)
             | stop_before_delay(max(0.0, deadline - time.monotonic())),
             wait=wait_exponential(multiplier=self.backoff_seconds),
-            retry=retry_if_exception_type(DeliveryError),
+            retry=retry_if_exception(
+                lambda e: isinstance(e, DeliveryError) and not isinstance(e, RefusedForGood)
+            ),
             reraise=True,
         )
         try:
@@ -161,13 +200,51 @@ class WebhookSink:
 
 
 @dataclass
+class TargetSink:
+    """One of the project's SQLMesh ``notification_targets``, sent through its own ``send``
+    (a Slack message, an e-mail, the console, a custom class): an alert or a rejection as a
+    warning, the rest as information. Any error of the target is a transient failure."""
+
+    target: t.Any  # a sqlmesh.core.notification_target.BaseNotificationTarget
+    name: str
+
+    @classmethod
+    def of(cls, target: t.Any) -> TargetSink:
+        """The sink of ``target``, named by its type and a digest of its settings (stable
+        while the config is; no secret in the name)."""
+        settings = json.dumps(target.dict(), sort_keys=True, default=str)
+        digest = hashlib.sha256(f"{type(target).__qualname__}\n{settings}".encode())
+        kind = re.sub(r"[^a-z0-9]+", "_", str(getattr(target, "type_", "target")).lower())
+        return cls(target, f"{TARGET_PREFIX}{kind}-{digest.hexdigest()[:8]}")
+
+    def send(self, event: dict[str, t.Any], deadline: float) -> None:
+        from sqlmesh.core.notification_target import NotificationStatus
+
+        warn = event["event"] in (EventKind.ALERT, EventKind.QUARANTINE_REJECTED)
+        status = NotificationStatus.WARNING if warn else NotificationStatus.INFO
+        try:
+            self.target.send(status, event["text"])
+        except Exception as error:  # the target's own error, whatever its library
+            first = (str(error).splitlines() or [""])[0][:200]
+            raise DeliveryError(f"{self.name}: {type(error).__name__}: {first}") from error
+
+
+TARGET_PREFIX = "sqlmesh-"  # a SQLMesh notification target's outbox folder: sqlmesh-<type>-<id>
+
+
+@dataclass
 class Delivery:
     """What one ``deliver`` did."""
 
     delivered: int = 0
     pending: int = 0
+    dead: int = 0  # moved to the dead letters by this delivery
     errors: list[str] = field(default_factory=list)
     busy: bool = False  # another process was delivering: left to it
+    retried: int = 0  # dead letters put back by ``retry``
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
 def webhook_url(environ: t.Mapping[str, str] | None = None) -> str | None:
@@ -189,9 +266,24 @@ def webhook_url(environ: t.Mapping[str, str] | None = None) -> str | None:
     return path.read_text(encoding="utf-8").strip().splitlines()[0]
 
 
-def sinks(home: Path, settings: t.Mapping[str, t.Any] | None = None) -> list[Sink]:
+Targets = t.Callable[[], t.Sequence[t.Any]]  # the project's SQLMesh notification targets
+
+
+def _no_targets() -> t.Sequence[t.Any]:
+    return ()
+
+
+def targets_of(config: t.Any) -> Targets:
+    """The notification targets of a SQLMesh ``Config`` (``context.config``)."""
+    return lambda: list(config.notification_targets)
+
+
+def sinks(
+    home: Path, settings: t.Mapping[str, t.Any] | None = None, targets: Targets = _no_targets
+) -> list[Sink]:
     """The sinks ``settings`` (``project.yaml``'s ``notifications``) turn on: the file sink
-    unless ``file: false``, the webhook when its URL is set."""
+    unless ``file: false``, the webhook when its URL is set, and each of the project's
+    SQLMesh notification ``targets`` unless ``sqlmesh_targets: false``."""
     settings = settings or {}
     out: list[Sink] = []
     if settings.get("file", True):
@@ -207,21 +299,80 @@ def sinks(home: Path, settings: t.Mapping[str, t.Any] | None = None) -> list[Sin
                 backoff_seconds=float(hook.get("backoff_seconds", 0.5)),
             )
         )
+    if settings.get("sqlmesh_targets", True):
+        out += [TargetSink.of(target) for target in targets()]
     return out
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The backoff across commands: the n-th failure waits ``after * 2**(n-1)``, at most
+    ``most`` seconds (``notifications.retry``: ``after_seconds``, ``max_seconds``)."""
+
+    after: float = RETRY_AFTER_SECONDS
+    most: float = RETRY_MAX_SECONDS
+
+    @classmethod
+    def of(cls, settings: t.Mapping[str, t.Any] | None) -> Retry:
+        raw = (settings or {}).get("retry") or {}
+        return cls(
+            float(raw.get("after_seconds", RETRY_AFTER_SECONDS)),
+            float(raw.get("max_seconds", RETRY_MAX_SECONDS)),
+        )
+
+    def wait(self, attempts: int) -> float:
+        return min(self.most, self.after * 2 ** max(0, attempts - 1))
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An event a sink refused for good."""
+
+    sink: str
+    key: str
+    event: str
+    table: str | None
+    text: str
+    reason: str
+    dead_at: str
+    path: Path
+
+    def as_dict(self) -> dict[str, object]:
+        out = asdict(self)
+        out["path"] = str(self.path)
+        return out
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """What the outbox holds now: pending events per sink, the dead letters, held events."""
+
+    pending: dict[str, int]
+    dead: list[DeadLetter]
+    held: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "pending": self.pending,
+            "dead": [letter.as_dict() for letter in self.dead],
+            "held": self.held,
+        }
 
 
 class Outbox:
     """The events raised and not yet delivered, one file per event and sink."""
 
-    def __init__(self, home: Path, to: list[Sink]) -> None:
+    def __init__(self, home: Path, to: list[Sink], retry: Retry | None = None) -> None:
         self.root = home / OUTBOX
         self.sinks = to
+        self.retry = retry or _kept_retry(self.root)
 
     @classmethod
-    def of(cls, home: Path) -> Outbox:
+    def of(cls, home: Path, targets: Targets = _no_targets) -> Outbox:
         """The outbox as earlier commands left it, its sinks from its folders: the file sink,
-        and the webhook with the settings it was raised under when its URL is set now (else
-        its events wait). The URL itself is never written to the data home."""
+        the webhook with the settings it was raised under when its URL is set now, and the
+        SQLMesh targets of ``targets`` whose folders exist (else their events wait). No URL
+        or secret is ever written to the data home."""
         root = home / OUTBOX
         found: list[Sink] = []
         if (root / "file").is_dir():
@@ -230,6 +381,8 @@ class Outbox:
         url = webhook_url() if settings.is_file() else None
         if url:
             found.append(WebhookSink(url, **json.loads(settings.read_text(encoding="utf-8"))))
+        if any(_has_events(folder) for folder in root.glob(f"{TARGET_PREFIX}*")):
+            found += [s for s in map(TargetSink.of, targets()) if (root / s.name).is_dir()]
         return cls(home, found)
 
     def put(self, *events: Event) -> None:
@@ -242,15 +395,13 @@ class Outbox:
                 kept = {k: v for k, v in asdict(sink).items() if k not in ("url", "name")}
                 (folder / SINK_SETTINGS).write_text(json.dumps(kept), encoding="utf-8")
             for event in events:
-                body = json.dumps(event.as_dict(), sort_keys=True)
                 final = folder / f"{event.raised_at.replace(':', '')}-{event.key}.json"
                 if any(folder.glob(f"*-{event.key}.json")):
                     continue
-                temporary = folder / f".{final.name}.tmp"
-                temporary.write_text(body, encoding="utf-8")
-                with temporary.open("rb") as written:
-                    os.fsync(written.fileno())
-                temporary.rename(final)
+                _write(final, event.as_dict())
+        retry = self.root / RETRY_SETTINGS
+        if self.sinks and not retry.exists():
+            retry.write_text(json.dumps(asdict(self.retry)), encoding="utf-8")
 
     def pending(self) -> dict[str, list[Path]]:
         """Each sink's pending files, oldest first."""
@@ -260,38 +411,162 @@ class Outbox:
             if (self.root / sink.name).is_dir()
         }
 
-    def deliver(self, budget_seconds: float = 3.0) -> Delivery:
-        """Send what is pending, oldest first per sink, within ``budget_seconds``; a sink
-        that fails keeps its files, in order, for the next delivery. Never raises for a
-        sink: its errors are in the result. Another process delivering: nothing (busy)."""
+    def deliver(self, budget_seconds: float = 3.0, now: datetime | None = None) -> Delivery:
+        """Send what is pending and due (``now``: the wall clock), oldest first per sink,
+        each sink within its share of ``budget_seconds``: an event refused for good goes to
+        the dead letters, one that failed waits for its next attempt and holds back the
+        later events of its table only. Never raises for a sink: its errors are in the
+        result. Another process delivering: nothing (busy)."""
         done = Delivery()
         self.root.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + budget_seconds
+        now = now or datetime.now(UTC)
+        end = time.monotonic() + budget_seconds
         with _exclusive(self.root / ".lock") as held:
             if not held:
                 done.busy = True
                 return done
             files = self.pending()
-            for sink in self.sinks:
-                waiting = files.get(sink.name, [])
-                for n, path in enumerate(waiting):
-                    if time.monotonic() >= deadline:
-                        done.pending += len(waiting) - n
-                        break
-                    try:
-                        sink.send(json.loads(path.read_text(encoding="utf-8")), deadline)
-                    except DeliveryError as error:
-                        done.errors.append(str(error))
-                        done.pending += len(waiting) - n
-                        break
-                    path.unlink()
-                    done.delivered += 1
+            for n, sink in enumerate(self.sinks):
+                share = (end - time.monotonic()) / (len(self.sinks) - n)
+                self._deliver_to(
+                    sink, files.get(sink.name, []), time.monotonic() + share, now, done
+                )
         return done
+
+    def _deliver_to(
+        self, sink: Sink, waiting: list[Path], deadline: float, now: datetime, done: Delivery
+    ) -> None:
+        waits: set[str] = set()  # tables with an earlier event still waiting: kept in order
+        for path in waiting:
+            body = json.loads(path.read_text(encoding="utf-8"))
+            state = body.pop(STATE, {})
+            table = body.get("table") or path.name
+            due = state.get("next_attempt_at")
+            if table in waits or (due and due > now.isoformat()) or time.monotonic() >= deadline:
+                waits.add(table)
+                done.pending += 1
+                continue
+            try:
+                sink.send(body, deadline)
+            except RefusedForGood as error:
+                self._bury(sink.name, path, body, state, str(error), now)
+                done.errors.append(str(error))
+                done.dead += 1
+                continue
+            except DeliveryError as error:
+                attempts = int(state.get("attempts", 0)) + 1
+                later = now.timestamp() + self.retry.wait(attempts)
+                state = {
+                    "attempts": attempts,
+                    "last_error": str(error),
+                    "next_attempt_at": datetime.fromtimestamp(later, UTC).isoformat(),
+                }
+                _write(path, {**body, STATE: state})
+                done.errors.append(str(error))
+                waits.add(table)
+                done.pending += 1
+                continue
+            path.unlink()
+            done.delivered += 1
+
+    def _bury(
+        self,
+        sink: str,
+        path: Path,
+        body: dict[str, t.Any],
+        state: dict[str, t.Any],
+        reason: str,
+        now: datetime,
+    ) -> None:
+        attempts = int(state.get("attempts", 0)) + 1
+        grave = self.root / DEAD / sink / path.name
+        grave.parent.mkdir(parents=True, exist_ok=True)
+        state = {"attempts": attempts, "reason": reason, "dead_at": now.isoformat()}
+        _write(grave, {**body, STATE: state})
+        path.unlink()
+
+    def retry_dead(
+        self, key: str | None = None, budget_seconds: float = 10.0, now: datetime | None = None
+    ) -> Delivery:
+        """``tardy notifications retry``: put the dead letters (``key``: those whose key
+        starts with it) back in their sinks' queues, make every pending event due now, and
+        deliver."""
+        moved = 0
+        with _exclusive(self.root / ".lock") as held:
+            if not held:
+                return Delivery(busy=True)
+            for grave in sorted((self.root / DEAD).glob(f"*/{EVENT_FILES}")):
+                body = json.loads(grave.read_text(encoding="utf-8"))
+                if key and not str(body.get("key", "")).startswith(key):
+                    continue
+                body.pop(STATE, None)
+                _write(self.root / grave.parent.name / grave.name, body)
+                grave.unlink()
+                moved += 1
+            for path in sorted(self.root.glob(f"*/{EVENT_FILES}")):
+                body = json.loads(path.read_text(encoding="utf-8"))
+                if path.parent.name not in (DEAD, HELD) and body.pop(STATE, None) is not None:
+                    _write(path, body)
+        if key and not moved:
+            raise InputError(f"no dead letter has a key starting with {key!r} (tardy status)")
+        done = self.deliver(budget_seconds, now)
+        done.retried = moved
+        return done
+
+
+def _kept_retry(root: Path) -> Retry:
+    kept = root / RETRY_SETTINGS
+    if kept.is_file():
+        raw = json.loads(kept.read_text(encoding="utf-8"))
+        return Retry(float(raw["after"]), float(raw["most"]))
+    return Retry()
+
+
+def _has_events(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.glob(EVENT_FILES))
+
+
+def _write(path: Path, body: dict[str, t.Any]) -> None:
+    """``body`` as ``path``, whole or not at all (a temporary file renamed over it)."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
+    with temporary.open("rb") as written:
+        os.fsync(written.fileno())
+    temporary.rename(path)
+
+
+def backlog(home: Path) -> Backlog:
+    """What the outbox of ``home`` holds (no sink is contacted): for ``tardy status``."""
+    root = home / OUTBOX
+    pending = {
+        folder.name: len(list(folder.glob(EVENT_FILES)))
+        for folder in sorted(root.iterdir() if root.is_dir() else [])
+        if folder.is_dir() and folder.name not in (DEAD, HELD)
+    }
+    dead = []
+    for grave in sorted(root.glob(f"{DEAD}/*/{EVENT_FILES}")):
+        body = json.loads(grave.read_text(encoding="utf-8"))
+        state = body.get(STATE, {})
+        dead.append(
+            DeadLetter(
+                sink=grave.parent.name,
+                key=body["key"],
+                event=body["event"],
+                table=body.get("table"),
+                text=body["text"],
+                reason=state.get("reason", ""),
+                dead_at=state.get("dead_at", ""),
+                path=grave,
+            )
+        )
+    held = len(list(root.glob(f"{HELD}/*.json")))
+    return Backlog({k: v for k, v in pending.items() if v}, dead, held)
 
 
 @contextlib.contextmanager
 def _exclusive(path: Path) -> t.Iterator[bool]:
     """Whether this process got the outbox's delivery lock (released by any death)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -304,15 +579,102 @@ def _exclusive(path: Path) -> t.Iterator[bool]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def notify(home: Path, settings: t.Mapping[str, t.Any] | None, *events: Event) -> None:
+def notify(
+    home: Path,
+    settings: t.Mapping[str, t.Any] | None,
+    *events: Event,
+    targets: Targets = _no_targets,
+) -> None:
     """Keep ``events`` in the outbox for the sinks ``settings`` turn on; delivered at the end
     of the command (``deliver_pending``) or by a later one."""
     if events:
-        Outbox(home, sinks(home, settings)).put(*events)
+        Outbox(home, sinks(home, settings, targets), Retry.of(settings)).put(*events)
+
+
+# -- held events: announced only once their commit is known to be done ------------------------
+
+
+@dataclass
+class Held:
+    """An event kept before the commit it announces (``hold``): released into the sinks once
+    the commit is done, or dropped; a writer killed in between leaves it to ``settle``."""
+
+    path: Path
+    event: Event
+    awaits: dict[str, t.Any]
+    settings: dict[str, t.Any] | None
+    _handle: t.IO[str] | None = None
+
+    def release(self, event: Event | None = None, targets: Targets = _no_targets) -> None:
+        """The commit is done: keep ``event`` (default: the held one) for the sinks."""
+        notify(self.path.parents[2], self.settings, event or self.event, targets=targets)
+        self.drop()
+
+    def drop(self) -> None:
+        """What it announces did not happen (or is announced otherwise)."""
+        self.path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def hold(
+    home: Path,
+    settings: t.Mapping[str, t.Any] | None,
+    event: Event,
+    awaits: dict[str, t.Any],
+) -> t.Iterator[Held]:
+    """Keep ``event`` held (``outbox/held/<key>.json``, with what its commit is: ``awaits``)
+    while the block commits; the file is locked by this process until the block ends, so
+    that ``settle`` leaves it alone while its writer lives. The block releases or drops it;
+    one that raises (or is killed) leaves it for ``settle``."""
+    path = home / OUTBOX / HELD / f"{event.key}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"event": event.as_dict(), "about": event.about, "awaits": awaits}
+    body["settings"] = dict(settings or {})
+    _write(path, body)
+    with path.open("r", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        held = Held(path, event, awaits, dict(settings or {}), handle)
+        try:
+            yield held
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def orphans(home: Path, kind: EventKind) -> list[Held]:
+    """The held events of ``kind`` whose writer is gone (killed between hold and release)."""
+    out = []
+    for path in sorted((home / OUTBOX / HELD).glob("*.json")):
+        with path.open("r", encoding="utf-8") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its writer is still at work
+            try:
+                body = json.loads(handle.read())
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+        raw = body["event"]
+        if raw["event"] != kind:
+            continue
+        event = Event(
+            EventKind(raw["event"]),
+            raw["text"],
+            about=body["about"],
+            table=raw.get("table"),
+            version=raw.get("version"),
+            detail=raw.get("detail") or {},
+            raised_at=raw["raised_at"],
+        )
+        out.append(Held(path, event, body["awaits"], body.get("settings")))
+    return out
 
 
 def announce(
-    home: Path, settings: t.Mapping[str, t.Any] | None, known: list[Event], new: list[Event]
+    home: Path,
+    settings: t.Mapping[str, t.Any] | None,
+    known: list[Event],
+    new: list[Event],
+    targets: Targets = _no_targets,
 ) -> list[Event]:
     """Keep ``new`` events and any ``known`` one never kept before (returned), by the ledger
     of announced keys (``outbox/announced``): a process killed after it recorded what the
@@ -327,7 +689,8 @@ def announce(
     announced = set(ledger.read_text(encoding="utf-8").split())
     events = [event for event in [*known, *new] if event.key not in announced]
     events = list({event.key: event for event in events}.values())
-    notify(home, settings, *[event for event in events if wanted(event, settings)])
+    kept = [event for event in events if wanted(event, settings)]
+    notify(home, settings, *kept, targets=targets)
     _append_lines(ledger, [event.key for event in events])
     return events
 
@@ -350,11 +713,13 @@ def _append_lines(path: Path, lines: list[str]) -> None:
         os.fsync(out.fileno())
 
 
-def deliver_pending(home: Path, budget_seconds: float = 2.0) -> Delivery | None:
+def deliver_pending(
+    home: Path, budget_seconds: float = 2.0, targets: Targets = _no_targets
+) -> Delivery | None:
     """Deliver what this or an earlier command left in the outbox (None: it has none)."""
     if not (home / OUTBOX).is_dir():
         return None
-    return Outbox.of(home).deliver(budget_seconds)
+    return Outbox.of(home, targets).deliver(budget_seconds)
 
 
 # -- the events --------------------------------------------------------------------------------

@@ -501,6 +501,7 @@ def _announce(
         context.config.variables.get("notifications"),
         known=[notifications.published(p) for p in history],
         new=[notifications.published(p, written.get(p.table_name)) for p in rows],
+        targets=notifications.targets_of(context.config),
     )
 
 

@@ -37,7 +37,8 @@ if t.TYPE_CHECKING:
 
 # Test hook: kill -9 this process right after staging (promoting, restoring) N tables
 # ("stage:N", "promote:N", "rollback:N"; "trail:1": after the change trail's append, before
-# the first commit; "deliver:0": a command's work done, its notifications not delivered), to
+# the first commit; "deliver:0": a command's work done, its notifications not delivered;
+# "announce:0": a restatement staged or records rejected, their event held, not kept), to
 # prove that an interrupted restatement is recovered; a process that leads its own process
 # group (started with ``start_new_session``) kills the whole group, its Spark JVM included.
 # With ``TARDY_FAILPOINT_MODE=raise`` the same step boundary raises ``FailpointReached``

@@ -9,6 +9,7 @@ refuses another unless it ``supersede``s it (``AlreadyDecided``, exit 3).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import typing as t
 from dataclasses import dataclass, field
@@ -16,10 +17,11 @@ from datetime import datetime
 from pathlib import Path
 
 from tardy.engine.log import actor
+from tardy.engine.promote import failpoint
 from tardy.errors import InputError, Refused
 from tardy.home import activate
 from tardy.quarantine import fixes
-from tardy.quarantine.listing import Quarantined, read, resolve
+from tardy.quarantine.listing import Listing, Quarantined, read, resolve
 from tardy.quarantine.reviews import Decision, Review, append, steward_files
 from tardy.sources import declared
 from tardy.sql import literal
@@ -65,6 +67,30 @@ def _open(found: Quarantined, supersede: bool) -> str | None:
     return found.decision.review_id
 
 
+def awaits(decisions: t.Sequence[Decision]) -> dict[str, object]:
+    """What a held rejection event waits for: its decisions' commit to the review table."""
+    return {"review_ids": sorted(d.review_id for d in decisions)}
+
+
+def settle_rejected(listing: Listing, context: Context) -> int:
+    """Announce the rejections a killed ``tardy quarantine reject`` committed and never
+    announced (their held events): each whose decisions the review table holds is released,
+    the others dropped. No statement: ``listing`` holds every record's decision."""
+    from tardy.consumers import notifications
+
+    orphans = notifications.orphans(activate().root, notifications.EventKind.QUARANTINE_REJECTED)
+    decided = {r.decision.review_id for r in listing.records if r.decision is not None}
+    targets = notifications.targets_of(context.config)
+    released = 0
+    for held in orphans:
+        if set(held.awaits["review_ids"]) <= decided:
+            held.release(targets=targets)
+            released += 1
+        else:
+            held.drop()
+    return released
+
+
 def _reason(reason: str | None) -> str:
     if not reason or not reason.strip():
         raise InputError("a decision needs --reason TEXT (kept in the review table)")
@@ -83,6 +109,7 @@ def reject(
 
     why, steward = _reason(reason), actor()
     listing = read(context, spark)
+    settle_rejected(listing, context)
     found = list({r.record_id: r for r in (resolve(listing.records, i) for i in ids)}.values())
     decisions = [
         Decision.new(
@@ -90,7 +117,6 @@ def reject(
         )
         for r in found
     ]
-    append(spark, *decisions)
     owners = declared().sources
     events = []
     for source in sorted({r.source for r in found}):
@@ -98,7 +124,17 @@ def reject(
         mine = [r.record_id for r in found if r.source == source]
         events.append(notifications.rejected(source, owner, mine, why, steward))
     settings = context.config.variables.get("notifications")
-    notifications.notify(activate().root, settings, *events)
+    targets = notifications.targets_of(context.config)
+    home = activate().root
+    with contextlib.ExitStack() as stack:
+        held = [
+            stack.enter_context(notifications.hold(home, settings, event, awaits(decisions)))
+            for event in events
+        ]
+        append(spark, *decisions)
+        failpoint("announce", 0)  # test hook: the rejections committed, their events held
+        for each in held:
+            each.release(targets=targets)
     told = sorted({str(e.detail["owner"]) for e in events if e.detail.get("owner")})
     return Decided(decisions, notified=told)
 
@@ -113,6 +149,7 @@ def duplicate(
 ) -> Decided:
     """Mark a quarantined record a replay of ``of``, a record of its source's bronze table."""
     listing = read(context, spark)
+    settle_rejected(listing, context)
     found = resolve(listing.records, given)
     original = _bronze_record(spark, found.source, of)
     if original == found.record_id:
@@ -161,6 +198,7 @@ def fix(
     its source's landing folder, and its decision; or complete an interrupted fix."""
     home = activate()
     listing = read(context, spark)
+    settle_rejected(listing, context)
     found = resolve(listing.records, given)
     landed = fixes.pending(home.landing, found, steward_files(spark))
     if landed is not None:

@@ -16,6 +16,7 @@ from tardy.rendering.cells import Intervals, Spans, amount, names_column, number
 
 if t.TYPE_CHECKING:
     from tardy.alerts import Alert
+    from tardy.consumers.notifications import Backlog
     from tardy.consumers.revisions import Revisions
     from tardy.consumers.status import RestatedDay, SourceStatus, Status
 
@@ -170,3 +171,27 @@ def restated_table(days: Iterable[RestatedDay]) -> Table:
             Group(Intervals(spans), Text(reason, style="italic")),
         )
     return table
+
+
+def render_notifications(backlog: Backlog, console: Console) -> None:
+    """The outbox's state, when it holds anything: events waiting per sink, and each dead
+    letter (an event a sink refused for good) with its reason and the command to retry it."""
+    waiting = sum(backlog.pending.values())
+    if waiting:
+        sinks = ", ".join(f"{name} {count}" for name, count in sorted(backlog.pending.items()))
+        console.print(f"Notifications waiting for delivery: {waiting} ({escape(sinks)})")
+    if not backlog.dead:
+        return
+    table = Table(title="Notifications refused for good (dead letters)")
+    table.add_column("sink / key", overflow="fold")
+    table.add_column("event", overflow="fold")
+    table.add_column("reason", overflow="fold")
+    for letter in backlog.dead:
+        table.add_row(
+            f"{escape(letter.sink)}\n{letter.key[:12]}",
+            escape(letter.text),
+            f"{escape(letter.reason)}\n{timestamp(letter.dead_at)}",
+        )
+    console.print(table)
+    console.print("Once the sink accepts them again:")
+    console.print("tardy notifications retry", markup=False, highlight=False)
