@@ -25,6 +25,9 @@ os.environ.setdefault("TARDY_SPARK_CODEGEN", "false")
 # Spark in-process (one warm session per worker: tests/integration/homes.py), and in every
 # process a test starts; the warm engine's own tests switch it on for their processes.
 os.environ["TARDY_ENGINE"] = "off"
+# The tests replay simulated feeds of 2026: the alerts' now is each feed's own clock (its latest
+# arrival), in this process and every process it starts; the silence tests name their own.
+os.environ.setdefault("TARDY_NOW", "feed")
 
 # The integration tests' shared helpers (homes, oracle, children) import as top-level modules.
 sys.path.insert(0, str(Path(__file__).parent / "integration"))

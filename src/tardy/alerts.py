@@ -9,12 +9,15 @@ days may wait for a restatement.
 * **Late ratio / p99 lag** (per source, from ``tardy.consumers.status``'s lateness): an alert
   when the source's value is *above* its tier's limit; a source without measured rows has no value
   and raises none.
-* **Against each source's own history, now** (``tardy.baseline``: the feed's latest hours):
-  ``late_ratio_sustained``, the late ratio above the tier's limit in each of the last
-  ``sustained_hours`` hours; ``lag_p99_vs_baseline``, the p99 lag above ``lag_p99_factor``
-  times the source's rolling baseline in each of them; ``restatement_frequency``, the days
-  restated in the current week above the mean + 2σ of the weeks before. A source's alert
-  names its ``owner`` (``sources.yaml``) and the hours it covers.
+* **Against each source's own history, now** (``tardy.baseline``: the hours up to now, the
+  wall clock or ``--as-of`` / ``TARDY_NOW``): ``late_ratio_sustained``, the late ratio above
+  the tier's limit in each of the last ``sustained_hours`` hours that had arrivals;
+  ``lag_p99_vs_baseline``, the p99 lag above ``lag_p99_factor`` times the source's rolling
+  baseline in each of them; ``source_silent``, no arrival for longer than the source's
+  cadence times ``silence_factor``; ``restatement_frequency``, the days restated in the
+  current week above the mean + ``restatement_sigmas`` σ of the weeks before.
+* Every alert of a source names its ``owner`` (``sources.yaml``); the baseline alerts the
+  hours they cover.
 * **Open quarantine** (``quarantine_open_max_hours``): a source's oldest quarantined record
   without a steward's decision (``tardy quarantine``) has waited longer, on the feed's clock;
   the alert names the source's owner.
@@ -52,6 +55,7 @@ class Metric(StrEnum):
     LAG_P99_VS_BASELINE = "lag_p99_vs_baseline"
     RESTATEMENT_FREQUENCY = "restatement_frequency"
     QUARANTINE_OPEN_AGE_HOURS = "quarantine_open_age_hours"
+    SOURCE_SILENT = "source_silent"
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class Alert:
     tier: str
     owner: str | None = None  # the source's, to page first (sources.yaml)
     hours: tuple[str, ...] = ()  # the hours it covers (the baseline alerts')
+    sigmas: float | None = None  # restatement_frequency's restatement_sigmas
 
     def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "hours": list(self.hours)}
@@ -92,7 +97,13 @@ class Alert:
             week = self.hours[0] if self.hours else "?"
             return (
                 f"{self.value:,.0f} days restated in the week of {week}, above "
-                f"{self.threshold:,.1f} (the mean + 2 sigma of the weeks before)"
+                f"{self.threshold:,.1f} (the mean + {self.sigmas:g} sigma of the weeks before)"
+            )
+        if self.metric == Metric.SOURCE_SILENT:
+            last = self.hours[0] if self.hours else "?"
+            return (
+                f"source {self.source}{owner}: silent for {self.value:,.1f} h, no arrival "
+                f"since {last} (limit {self.threshold:,.1f} h, tier {self.tier})"
             )
         if self.metric == Metric.QUARANTINE_OPEN_AGE_HOURS:
             return (
@@ -110,7 +121,7 @@ class Alert:
             if self.metric == Metric.LATE_RATIO
             else f"{self.value:,.1f} h > {self.threshold:,.1f} h"
         )
-        return f"source {self.source}: {self.metric} {shown} (tier {self.tier})"
+        return f"source {self.source}{owner}: {self.metric} {shown} (tier {self.tier})"
 
 
 @dataclass(frozen=True)
@@ -158,14 +169,14 @@ def thresholds(variables: dict[str, t.Any], source_tiers: dict[str, str]) -> Thr
     )
 
 
-def _source_alerts(source: SourceStatus, tier: Tier) -> list[Alert]:
+def _source_alerts(source: SourceStatus, tier: Tier, owner: str | None) -> list[Alert]:
     out = []
     for metric, value, limit in (
         (Metric.LATE_RATIO, source.late_ratio, tier.late_ratio),
         (Metric.LAG_HOURS_P99, source.lag_hours_p99, tier.lag_hours_p99),
     ):
         if value is not None and value > limit:
-            out.append(Alert(source.source_system, metric, float(value), limit, tier.name))
+            out.append(Alert(source.source_system, metric, float(value), limit, tier.name, owner))
     return out
 
 
@@ -175,14 +186,15 @@ def check(
     """Every exceeded threshold of a ``Status``; ``owners``: each source's (sources.yaml),
     named by its quarantine alert."""
     alerts = []
+    owners = owners or {}
     for source in status.sources:
         tier = limits.tier_of(source.source_system)
         if tier is not None:
-            alerts += _source_alerts(source, tier)
+            alerts += _source_alerts(source, tier, owners.get(source.source_system))
     age, limit = status.pending_age_hours, limits.pending_age_hours
     if age is not None and limit is not None and age > limit:
         alerts.append(Alert(ANY_SOURCE, Metric.PENDING_AGE_HOURS, age, limit, "pending"))
-    return alerts + check_quarantine(status, limits, owners or {})
+    return alerts + check_quarantine(status, limits, owners)
 
 
 def check_quarantine(
@@ -208,9 +220,10 @@ def check_quarantine(
 def _recent_alerts(recent: Recent, tier: Tier, factor: float) -> list[Alert]:
     out = []
     hours = tuple(recent.hours)
-    ratios = recent.late_ratios
-    if ratios and all(r is not None and r > tier.late_ratio for r in ratios):
-        worst = min(r for r in ratios if r is not None)
+    # An hour without arrivals (None) is an hour of the window, not a break in it.
+    ratios = [r for r in recent.late_ratios if r is not None]
+    if ratios and all(r > tier.late_ratio for r in ratios):
+        worst = min(ratios)
         out.append(
             Alert(
                 recent.source_system,
@@ -222,9 +235,9 @@ def _recent_alerts(recent: Recent, tier: Tier, factor: float) -> list[Alert]:
                 hours,
             )
         )
-    base, lags = recent.baseline_lag_p99, recent.lag_p99
-    if base and lags and all(lag is not None and lag > factor * base for lag in lags):
-        least = min(lag for lag in lags if lag is not None)
+    base, lags = recent.baseline_lag_p99, [lag for lag in recent.lag_p99 if lag is not None]
+    if base and lags and all(lag > factor * base for lag in lags):
+        least = min(lags)
         out.append(
             Alert(
                 recent.source_system,
@@ -247,6 +260,20 @@ def check_baseline(baseline: Baseline, limits: Thresholds) -> list[Alert]:
         tier = limits.tier_of(recent.source_system)
         if tier is not None:
             alerts += _recent_alerts(recent, tier, float(settings["lag_p99_factor"]))
+    for silence in baseline.silent:
+        tier = limits.tier_of(silence.source_system)
+        if silence.silent_hours > silence.limit_hours:
+            alerts.append(
+                Alert(
+                    silence.source_system,
+                    Metric.SOURCE_SILENT,
+                    round(silence.silent_hours, 3),
+                    silence.limit_hours,
+                    tier.name if tier else "silence",
+                    silence.owner,
+                    (silence.last_arrival,),
+                )
+            )
     *before, current = baseline.restated_days or [0]
     if before:
         mean = statistics.fmean(before)
@@ -260,6 +287,7 @@ def check_baseline(baseline: Baseline, limits: Thresholds) -> list[Alert]:
                     limit,
                     "restatements",
                     hours=(baseline.current_week,) if baseline.current_week else (),
+                    sigmas=float(settings["restatement_sigmas"]),
                 )
             )
     return alerts

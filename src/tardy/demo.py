@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from tardy.baseline import CLOCK_FILE, FEED
 from tardy.consumers.status import status
 from tardy.engine.detect import detect
 from tardy.engine.named import Selection
@@ -98,6 +99,9 @@ def run_demo(
     first_clock = midnight(config.start + timedelta(days=first_days))
     final_clock = midnight(config.last_day + timedelta(days=1))
     grace_days = int(context.config.variables["grace_days"])
+    # The demo replays a month of 2026: its alerts' now is its feed's clock, not today's
+    # (``tardy.baseline.clock``), so `tardy status --check` finds no source silent.
+    (home.root / CLOCK_FILE).write_text(f"{FEED}\n", encoding="utf-8")
 
     console.rule(f"1. Land and ingest the batches delivered by {first_clock:%Y-%m-%d %H:%M}Z")
     # (sales from the pos and partner systems, store changes from the store master, card

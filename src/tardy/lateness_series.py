@@ -238,9 +238,14 @@ def hours_of(spark: SparkSession, where: str | None = None) -> list[Hour]:
     """The series' rows (``where``: a SQL condition on them), in source and hour order (one
     statement)."""
     clause = f" WHERE {where}" if where else ""
-    rows = spark.sql(
-        f"SELECT * FROM {SERIES_TABLE}{clause} ORDER BY source_system, arrival_hour"
-    ).collect()
+    return hours_from(
+        spark, f"SELECT * FROM {SERIES_TABLE}{clause} ORDER BY source_system, arrival_hour"
+    )
+
+
+def hours_from(spark: SparkSession, sql: str) -> list[Hour]:
+    """The series' rows a query of its columns selects (one statement)."""
+    rows = spark.sql(sql).collect()
     return [
         Hour(
             source_system=r.source_system,

@@ -116,13 +116,14 @@ def _lateness(
     """The lateness series (brought up to date), the alerts against each source's history
     now, and each source's lag limit (k × its baseline p99): about four statements."""
     from tardy.alerts import check_baseline, thresholds
-    from tardy.baseline import day_models, measure
+    from tardy.baseline import clock, day_models, measure
     from tardy.lateness_series import hours_of
     from tardy.sources import declared
 
     variables = context.config.variables
-    owners = {name: s.owner for name, s in declared().sources.items()}
-    baseline = measure(spark, variables, owners, day_models(context))
+    found = declared()
+    now = clock(None, activate().root)
+    baseline = measure(spark, variables, found.owners(), day_models(context), now, found.cadences())
     alerts = check_baseline(baseline, thresholds(variables, declared().tiers()))
     factor = float(baseline.settings["lag_p99_factor"])
     hours = [
@@ -143,7 +144,7 @@ def _lateness(
         [
             LatenessAlert(a.source, str(a.metric), list(a.hours), a.message)
             for a in alerts
-            if a.hours and a.source in owners
+            if a.hours and a.source in found.sources
         ],
         {
             r.source_system: factor * r.baseline_lag_p99

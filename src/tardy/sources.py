@@ -25,6 +25,7 @@ JSON_TYPES = ("string", "integer", "number", "boolean", "timestamp")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TABLE = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
 _KEYS = {
+    "cadence_hours",
     "description",
     "bronze",
     "record",
@@ -55,6 +56,7 @@ class Source:
     description: str = ""
     natural_key: str | None = None  # SQL over the bronze columns (macros allowed)
     owner: str | None = None  # whom its alerts page first: the source system's team
+    cadence_hours: float | None = None  # the longest normal gap between arrivals (else fitted)
 
     @property
     def natural_key_sql(self) -> str:
@@ -86,6 +88,14 @@ class Sources:
     def tiers(self) -> dict[str, str]:
         """Each source's lateness tier."""
         return {s.name: s.lateness for s in self.sources.values()}
+
+    def owners(self) -> dict[str, str | None]:
+        """Each source's owner (None: not declared)."""
+        return {s.name: s.owner for s in self.sources.values()}
+
+    def cadences(self) -> dict[str, float]:
+        """The declared arrival cadences (``cadence_hours``), by source."""
+        return {s.name: s.cadence_hours for s in self.sources.values() if s.cadence_hours}
 
     def by_bronze(self) -> dict[str, list[Source]]:
         """The sources of each bronze table, in declaration order."""
@@ -204,6 +214,13 @@ def _source(file: Path, name: str, body: t.Any, tiers: set[str] | None) -> Sourc
         raise fail(
             "owner", f"expected who answers for the source (a team, an address), got {owner!r}"
         )
+    cadence = body.get("cadence_hours")
+    if cadence is not None and (
+        isinstance(cadence, bool) or not isinstance(cadence, int | float) or cadence <= 0
+    ):
+        raise fail(
+            "cadence_hours", f"expected the hours between its arrivals (above 0), got {cadence!r}"
+        )
     lateness = body["lateness"]
     if not isinstance(lateness, str) or (tiers is not None and lateness not in tiers):
         allowed = ", ".join(sorted(tiers)) if tiers is not None else "a tier name"
@@ -220,4 +237,5 @@ def _source(file: Path, name: str, body: t.Any, tiers: set[str] | None) -> Sourc
         description=str(body.get("description") or ""),
         natural_key=natural_key,
         owner=owner,
+        cadence_hours=None if cadence is None else float(cadence),
     )

@@ -291,3 +291,73 @@ def test_grace_apply_yields_a_plan_that_changes_only_the_lookbacks(
             assert new.model.kind.lookback == old.model.kind.lookback + 2, name
     finally:
         engine.release()
+
+
+SILENT_HOURS = 30  # partner stops; pos keeps arriving
+
+
+def test_a_source_silent_for_30_hours_alerts_naming_its_owner_and_not_before(
+    engine, fed, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pos`` keeps arriving for 30 more hours while ``partner`` sends nothing: with now at
+    the end of those hours, `tardy status --check` exits 4 with ``source_silent`` for
+    ``partner`` only, naming its owner and its last arrival, silent exactly as long as the
+    landing files say; with now before the gap, no source is silent. Runs last: it lands."""
+    import tardy.consumers.status
+    import tardy.project
+    from tardy import cli
+    from tardy.ingest import ingest
+
+    home, context, spark = engine.open(fed[0].root)  # the test above opened another home
+    for hour in range(HOURS, HOURS + SILENT_HOURS):
+        _land(home.landing, "pos", hour, name="after")
+    ingest(spark, home.landing)
+    monkeypatch.setattr(tardy.project, "open_context", lambda *a, **k: context)
+    # This home has bronze alone (no plan): status's per-tier part is its lateness over bronze,
+    # measured for real; the alerts against history (the silence among them) are --check's own.
+    monkeypatch.setattr(tardy.consumers.status, "status", _bronze_status)
+
+    # The oracle: each source's last arrival from the landing folders' names.
+    last: dict[str, datetime] = {}
+    for path in home.landing.rglob("*.jsonl"):
+        at = datetime.strptime(path.parent.name, "arrival_ts=%Y%m%dT%H%M%SZ")
+        source = path.parent.parent.name
+        last[source] = max(last.get(source, at), at)
+    now = START.replace(tzinfo=None) + timedelta(hours=HOURS + SILENT_HOURS)
+
+    def silent(at: datetime) -> list[dict]:
+        monkeypatch.setenv("TARDY_NOW", at.isoformat() + "Z")
+        code = cli.main(["status", "--check", "--json", "--fresh"])
+        captured = capsys.readouterr()
+        assert captured.out, captured.err
+        alerts = json.loads(captured.out)["alerts"]
+        assert code == (4 if alerts else 0)
+        return [a for a in alerts if a["metric"] == "source_silent"]
+
+    (alert,) = silent(now)
+    assert (alert["source"], alert["owner"]) == ("partner", OWNERS["partner"])
+    ended = last["partner"].replace(minute=0, second=0) + timedelta(hours=1)  # its hour's end
+    assert alert["value"] == pytest.approx((now - ended).total_seconds() / 3600)
+    assert alert["value"] > alert["threshold"] and alert["hours"] == [ended.isoformat()]
+    assert OWNERS["partner"] in json.dumps(alert)
+    # Before the gap (the end of partner's last hour), nobody is silent.
+    assert silent(ended) == []
+
+
+def _bronze_status(context, spark):
+    from tardy.consumers.status import Status, lateness
+
+    grace = int(context.config.variables["grace_days"])
+    sources, overall = lateness(spark, grace)
+    return Status(
+        max_arrival_ts=overall.max_arrival_ts,
+        data_watermark=None,
+        grace_days=grace,
+        last_final_day=None,
+        first_provisional_day=None,
+        sources=sources,
+        overall=overall,
+        pending_final={},
+        pending_provisional={},
+        absorbed_but_final={},
+    )

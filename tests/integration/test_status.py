@@ -366,6 +366,9 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
     monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, []))
     monkeypatch.setattr(tardy.consumers.status, "status", lambda context, spark: lake.status)
     variables = context.config.variables
+    # The tiers' alerts are this test's; those against each source's history are
+    # test_lateness_series' (a lag far above its own baseline would also fire here).
+    monkeypatch.setitem(variables, "lateness_baseline", {"lag_p99_factor": 1e9})
     tiers = variables["lateness_alert_tiers"]
     sources = {name: body["lateness"] for name, body in _declared()["sources"].items()}
     expected = {
@@ -388,7 +391,14 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
     alerts = json.loads(captured.out)["alerts"]
     assert {(a["source"], a["metric"]) for a in alerts} == expected
     assert all(a["value"] > a["threshold"] for a in alerts)
-    assert f"source {PROBE}: late_ratio 60.00% > 5.00%" in " ".join(captured.err.split())
+    owner = _declared()["sources"][PROBE]["owner"]  # every alert of a source names its owner
+    said = f"source {PROBE} (owner {owner}): late_ratio 60.00% > 5.00%"
+    assert said in " ".join(captured.err.split())
+    assert all(
+        a["owner"] == _declared()["sources"][a["source"]].get("owner")
+        for a in alerts
+        if a["source"] != "*"
+    )
     # Each alert was announced once (tardy.consumers.notifications' file sink), and checking
     # the same data again announces nothing new.
     announced = _alert_events()
@@ -398,7 +408,7 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
     (probe,) = [
         e for e in announced if e["detail"]["source"] == PROBE and "late_ratio" in e["text"]
     ]
-    assert probe["text"].startswith(f"source {PROBE}: late_ratio 60.00% > 5.00%")
+    assert probe["text"].startswith(said)
     assert cli.main(["status", "--check", "--json", "--fresh"]) == 4
     capsys.readouterr()
     assert _alert_events() == announced

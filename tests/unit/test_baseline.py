@@ -4,12 +4,12 @@ series rows built by hand: what makes each fire, and what does not."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from tardy.alerts import Metric, check_baseline, thresholds
-from tardy.baseline import Baseline, Settings, recent_of
+from tardy.baseline import Baseline, Settings, clock, fitted_cadence, recent_of, silence_of
 from tardy.errors import InputError
 from tardy.lateness_series import Hour
 
@@ -85,9 +85,21 @@ def test_a_late_ratio_above_the_tier_in_each_window_hour_alerts() -> None:
     assert alert.value == pytest.approx(0.06) and alert.threshold == 0.05
 
 
-def test_an_hour_without_arrivals_in_the_window_breaks_the_streak() -> None:
+def test_an_hour_without_arrivals_is_an_hour_of_the_window_not_a_break() -> None:
+    """The window's last hour had no arrivals: the two hours before it still hold the rule
+    (a feed that slows down is not thereby forgiven); a window without any arrival raises no
+    window alert (its silence is ``source_silent``'s)."""
     hours = [h for h in history(hours=3, p99=40.0, late=40) if h.arrival_hour != NOW]
-    assert alerts_of(hours) == []
+    fired = {a.metric for a in alerts_of(hours)}
+    assert fired == {Metric.LATE_RATIO_SUSTAINED, Metric.LAG_P99_VS_BASELINE}
+    quiet = [
+        h for h in history(hours=3, p99=40.0, late=40) if h.arrival_hour < NOW - timedelta(hours=2)
+    ]
+    assert alerts_of(quiet) == []
+    # One hour of the window under the limit still breaks it.
+    mixed = history(hours=3, p99=40.0, late=40)
+    mixed[1] = hour(mixed[1].arrival_hour, 5.0)
+    assert alerts_of(mixed) == []
 
 
 def test_no_history_no_baseline_alert() -> None:
@@ -100,6 +112,71 @@ def test_restated_days_above_the_mean_plus_two_sigma_alert() -> None:
     assert alert.metric == Metric.RESTATEMENT_FREQUENCY
     assert alert.value == 6 and alert.threshold == pytest.approx(2.5 + 2 * 0.5)
     assert alert.hours == ("2026-03-02",)
+    assert "the mean + 2 sigma" in alert.message
+
+
+def test_the_frequency_alert_says_the_sigmas_it_was_set_to() -> None:
+    recent = recent_of(history(), NOW, SETTINGS, 3, None)
+    settings = {**asdict(SETTINGS), "restatement_sigmas": 1.5}
+    baseline = Baseline(NOW.isoformat(), 3, settings, [recent], [2, 3, 2, 3, 6], "2026-03-02")
+    (alert,) = check_baseline(baseline, LIMITS)
+    assert alert.threshold == pytest.approx(2.5 + 1.5 * 0.5)
+    assert "the mean + 1.5 sigma" in alert.message and "2 sigma" not in alert.message
+
+
+def test_the_cadence_is_the_95th_percentile_of_the_gaps_at_least_an_hour() -> None:
+    every = [NOW - timedelta(hours=h) for h in range(100)]
+    assert fitted_cadence(every) == 1.0
+    daily = [NOW - timedelta(days=d) for d in range(8)]
+    assert fitted_cadence(daily) == 24.0
+    # 19 gaps of 1 h and one of 10 h: the 95th percentile (rank 19 of 20) is 1 h.
+    gappy = sorted({NOW - timedelta(hours=h) for h in range(20)} | {NOW - timedelta(hours=29)})
+    assert fitted_cadence(gappy) == 1.0
+    assert fitted_cadence([NOW]) is None
+
+
+def test_a_source_is_silent_past_its_cadence_times_the_factor() -> None:
+    hourly = [NOW - timedelta(hours=h) for h in range(48)]
+    end = NOW + timedelta(hours=1)  # the end of its latest hour
+    at = silence_of("pos", hourly, end + timedelta(hours=2), SETTINGS, "ops@example.com")
+    assert (at.silent_hours, at.cadence_hours, at.limit_hours) == (2.0, 1.0, 3.0)
+    assert at.last_arrival == end.isoformat() and not at.declared
+    declared = silence_of("pos", hourly, end + timedelta(hours=30), SETTINGS, None, 24.0)
+    assert (declared.limit_hours, declared.declared) == (72.0, True)
+
+    def silent(now: datetime, declared: float | None = None) -> list:
+        recent = recent_of(history(), NOW, SETTINGS, 3, None)
+        found = silence_of("pos", hourly, now, SETTINGS, "ops@example.com", declared)
+        baseline = Baseline(NOW.isoformat(), 3, asdict(SETTINGS), [recent], [0] * 5, None)
+        baseline.silent = [found]
+        return [a for a in check_baseline(baseline, LIMITS) if a.metric == Metric.SOURCE_SILENT]
+
+    assert silent(end + timedelta(hours=3)) == []  # at the limit: not yet
+    (alert,) = silent(end + timedelta(hours=30))
+    assert (alert.source, alert.owner, alert.value, alert.threshold) == (
+        "pos",
+        "ops@example.com",
+        30.0,
+        3.0,
+    )
+    assert alert.message.startswith("source pos (owner ops@example.com): silent for 30.0 h")
+    assert silent(end + timedelta(hours=30), declared=24.0) == []  # a daily feed: 72 h
+
+
+def test_now_is_the_wall_clock_unless_named(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("TARDY_NOW", raising=False)
+    before = datetime.now(UTC).replace(tzinfo=None)
+    assert before <= clock() <= datetime.now(UTC).replace(tzinfo=None)
+    assert clock("2026-01-31T12:00:00Z") == datetime(2026, 1, 31, 12)
+    monkeypatch.setenv("TARDY_NOW", "2026-02-01T00:00:00+01:00")
+    assert clock() == datetime(2026, 1, 31, 23)
+    assert clock("feed") is None
+    monkeypatch.delenv("TARDY_NOW")
+    (tmp_path / "clock").write_text("feed\n")
+    assert clock(None, tmp_path) is None  # a replayed home (the demo's)
+    with pytest.raises(InputError, match="TARDY_NOW: 'yesterday' is not an ISO-8601 time"):
+        monkeypatch.setenv("TARDY_NOW", "yesterday")
+        clock()
 
 
 @pytest.mark.parametrize(

@@ -345,6 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
         "late data for final days waits too long (project.yaml: lateness_alert_*)",
     )
     st.add_argument("--fresh", action="store_true", help=FRESH_HELP)
+    st.add_argument(
+        "--as-of",
+        help="now, for --check's windows and silences: an ISO-8601 UTC time, or 'feed' (the "
+        "latest arrival); default TARDY_NOW, else the wall clock",
+    )
     st.set_defaults(func=cmd_status)
 
     gr = sub.add_parser(

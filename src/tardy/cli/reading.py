@@ -215,7 +215,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from tardy.alerts import check, check_baseline, thresholds
-    from tardy.baseline import Baseline, day_models
+    from tardy.baseline import Baseline, clock, day_models
     from tardy.baseline import measure as measure_baseline
     from tardy.consumers import notifications
     from tardy.consumers.status import Status
@@ -224,9 +224,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     from tardy.rendering.status import render_alerts, render_notifications, render_status
     from tardy.sources import declared
 
+    now = clock(args.as_of, activate().root)
     recorded, source = _recorded(args, Answer.STATUS), Source.RECORDED
-    if recorded is not None and args.check and Answer.BASELINE not in recorded.answers:
-        recorded = None  # recorded without --check: the baseline was not measured
+    if recorded is not None and args.check and not _same_clock(recorded, now):
+        recorded = None  # no baseline recorded, or at another hour: silence moves with time
     baseline = None
     if recorded is not None:
         result = Status.from_dict(recorded.answers[Answer.STATUS])
@@ -241,8 +242,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             result = measure.status(context, spark)
             variables = context.config.variables
             if args.check:
-                owners = {name: s.owner for name, s in declared().sources.items()}
-                baseline = measure_baseline(spark, variables, owners, day_models(context))
+                found = declared()
+                baseline = measure_baseline(
+                    spark, variables, found.owners(), day_models(context), now, found.cadences()
+                )
         answers = {Answer.STATUS: result.as_dict(), Answer.VARIABLES: variables}
         if baseline is not None:
             answers[Answer.BASELINE] = baseline.as_dict()
@@ -282,6 +285,22 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{len(alerts)} alert(s): " + "; ".join(alert.message for alert in alerts)
         )
     return 0
+
+
+def _same_clock(recorded: t.Any, now: t.Any) -> bool:
+    """Whether a recorded answer's baseline was measured at ``now``'s hour (the feed's own
+    clock: whenever it was, as nothing committed since)."""
+    from tardy.baseline import Baseline
+    from tardy.recorded import Answer
+
+    raw = recorded.answers.get(Answer.BASELINE)
+    if raw is None:
+        return False
+    if now is None:
+        return Baseline.from_dict(raw).clock == Baseline.from_dict(raw).now
+    return (
+        Baseline.from_dict(raw).clock == now.replace(minute=0, second=0, microsecond=0).isoformat()
+    )
 
 
 def cmd_history(args: argparse.Namespace) -> int:
