@@ -49,6 +49,7 @@ from children import (
     cli_cut_at,
     cli_in_process,
     cli_sequence,
+    failing_at,
     late_sales,
 )
 from prod_checks import assert_prod_equals_recomputation
@@ -67,8 +68,11 @@ def _cli_json(*argv: str) -> t.Any:
     return json.loads(out)
 
 
-def build_and_stage(home, context, spark) -> dict[str, t.Any]:
-    """On the small prod: late rows on closed days, a staged restatement."""
+REASON = "late rows for closed days"
+
+
+def land_late(home, context, spark) -> None:
+    """On the small prod: late rows on closed days, ingested."""
     from tardy.ingest import ingest
     from tardy.landing import arrival_dir_name
     from tardy.restatements import restate
@@ -78,12 +82,45 @@ def build_and_stage(home, context, spark) -> dict[str, t.Any]:
     folder.mkdir(parents=True)
     (folder / "late.jsonl").write_text(late_sales("KILL", CONFIG.start))
     ingest(spark, home.landing)
-    staged = restate(context, spark, "late rows for closed days", promote=False)
+
+
+def build_and_stage(home, context, spark, cut: bool = False) -> dict[str, t.Any]:
+    """On the small prod: late rows on closed days, a staged restatement; with ``cut``,
+    stopped in-process between the staging's commit and its event (``announce:0``)."""
+    from tardy.errors import FailpointReached
+    from tardy.restatements import restate
+
+    land_late(home, context, spark)
+    if not cut:
+        staged = restate(context, spark, REASON, promote=False)
+        return {
+            "id": staged.restatement_id,
+            "tables": len(staged.diff.totals()),
+            "fingerprint": _cli_json("fingerprint"),
+        }
+    with failing_at("announce:0"), pytest.raises(FailpointReached):
+        restate(context, spark, REASON, promote=False)
+    return held_staging(home.root)
+
+
+def held_staging(home: Path) -> dict[str, t.Any]:
+    """A staging stopped before its event: its id (the held event's file), its staged
+    tables (the log's staged entry), the fingerprint."""
+    (held,) = (home / "outbox" / "held").glob("*.json")
+    restatement_id = json.loads(held.read_text())["awaits"]["restatement_id"]
+    (entry,) = [e for e in _cli_json("log", restatement_id) if e["action"] == "staged"]
     return {
-        "id": staged.restatement_id,
-        "tables": len(staged.diff.totals()),
+        "id": restatement_id,
+        "tables": len(entry["rows_after"]),
         "fingerprint": _cli_json("fingerprint"),
     }
+
+
+def staged_events(home: Path) -> list[dict[str, t.Any]]:
+    """The "staged, awaiting review" events the file sink received."""
+    sink = home / "notifications.jsonl"
+    lines = sink.read_text().splitlines() if sink.exists() else []
+    return [e for e in map(json.loads, lines) if e["event"] == "restatement_staged"]
 
 
 def _trail(spark, restatement_id: str) -> list[list[str]]:
@@ -176,11 +213,19 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(
     home = tmp_path / "home"
     SMALL.copy_to(engine, home)
     mark("copy")
-    staged = build_and_stage(*engine.open(home))
+    land_late(*engine.open(home))
+    engine.release()
+    # `tardy restate --no-promote` killed between its staging's commit and its event.
+    restate = ("restate", "--no-promote", "--reason", REASON, "--json")
+    killed = _run(home, str(BIN / "tardy"), *restate, failpoint="announce:0")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    engine.open(home)
+    staged = held_staging(home)
     engine.release()
     mark("staged")
     restatement_id, tables, unrestated = staged["id"], staged["tables"], staged["fingerprint"]
     assert tables == 7  # silver, daily, net, weekly, monthly, features, region
+    assert staged_events(home) == []  # killed before its event was kept
 
     for point in ("promote:2", "trail:1"):
         killed = _run(home, str(BIN / "tardy"), "promote", restatement_id, failpoint=point)
@@ -190,6 +235,10 @@ def test_promotion_killed_at_several_points_resumes_to_a_full_rebuild(
     resumed = resume(engine.open(home)[2], restatement_id)
     engine.release()
     mark("resumed")
+    # The killed promote settled the held event; a later command delivered it, once.
+    (event,) = staged_events(home)
+    assert event["detail"]["restatement_id"] == restatement_id
+    assert len(event["detail"]["models"]) == tables
     outcome, log, after_resume = resumed["restate"], resumed["log"], resumed["fingerprint"]
     assert outcome["recovered"] == (
         f"completed the interrupted promotion of restatement {restatement_id}"
@@ -267,21 +316,28 @@ def test_a_promotion_cut_after_its_second_table_is_completed_by_the_next_restate
     SMALL.copy_to(engine, home)
     data_home, context, spark = engine.open(home)
     try:
-        staged = build_and_stage(data_home, context, spark)
+        staged = build_and_stage(data_home, context, spark, cut=True)
         restatement_id, tables = staged["id"], staged["tables"]
-        hook.accepted.clear()  # the staged event
+        assert not list((home / "outbox").glob("webhook/[0-9]*.json"))  # held, not kept
+        assert staged_events(home) == []
         cli_cut_at("promote:2", "promote", restatement_id)
         assert [e["action"] for e in _cli_json("log", restatement_id)][-1] == "promoting"
-        assert hook.accepted == []  # a stopped command delivers nothing
+        # The staged event, settled by the stopped promote, went with the next command (the
+        # log); a stopped command delivers nothing of its own.
+        assert [b["event"] for _, b in hook.accepted] == ["restatement_staged"]
         printed, _ = cli_cut_at("deliver:0", "restate", "--reason", "resume", "--json")
-        assert hook.accepted == []  # published, not delivered
+        assert [b["event"] for _, b in hook.accepted] == ["restatement_staged"]  # not delivered
         resumed = resume(spark, restatement_id, json.loads(printed))
         published = {
             (p.table_name, p.version)
             for p in publications(spark)
             if p.restatement_id == restatement_id
         }
-        delivered = sorted((body["table"], body["version"]) for _, body in hook.accepted)
+        bodies = [body for _, body in hook.accepted]
+        delivered = sorted(
+            (b["table"], b["version"]) for b in bodies if b["event"] == "publication"
+        )
+        announced = [b["detail"] for b in bodies if b["event"] == "restatement_staged"]
         landing = data_home.landing
         last = (CLOCK - timedelta(days=1)).date()
         assert_prod_equals_recomputation(
@@ -296,6 +352,12 @@ def test_a_promotion_cut_after_its_second_table_is_completed_by_the_next_restate
         engine.release()
         hook.close()
     assert published and delivered == sorted(published)  # each publication's event once
+    # The staging stopped before its event: the next command (the promote) settled it from
+    # the log, a later one delivered it, once.
+    assert [(a["restatement_id"], len(a["models"])) for a in announced] == [
+        (restatement_id, tables)
+    ]
+    assert not list((home / "outbox" / "held").glob("*.json"))
     promoted = assert_completed_once(resumed["restate"], resumed["log"], restatement_id, tables)
     assert resumed["fingerprint"] != staged["fingerprint"]
     trail = resumed["trail"]
