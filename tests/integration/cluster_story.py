@@ -20,6 +20,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import typing as t
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -110,9 +112,41 @@ def booted(ports: dict[str, str]) -> Iterator[Future[dict[str, str]]]:
             assert not left.stdout.strip(), f"left running: {left.stdout}"
 
 
+ARGV_LEAKS = "TARDY_TEST_ARGV_LEAKS"  # cluster_up's finding: command lines with the password
+
+
 def cluster_up(env: dict[str, str]) -> dict[str, str]:
-    up = run(env, *CLUSTER_CLI, "up")
-    return {**env, **exports_of(up.stdout)}
+    """``up``, while a thread reads every process's command line (``/proc/*/cmdline``, as any
+    local user can) for the PostgreSQL role's password once its 0600 file exists: the
+    command lines that held it are returned under ``ARGV_LEAKS`` (JSON)."""
+    password_file = Path(env["TARDY_HOME"]) / "cluster" / "postgres-password"
+    leaks: list[str] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        seen = 0
+        while not done.is_set():
+            secret = password_file.read_text().strip() if password_file.exists() else ""
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    argv = cmdline.read_bytes().decode(errors="replace").replace("\0", " ")
+                except OSError:
+                    continue
+                seen += 1
+                if secret and secret in argv:
+                    leaks.append(argv[:300].replace(secret, "<password>"))
+            time.sleep(0.01)
+        assert seen, "the watcher read no command line"
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        up = run(env, *CLUSTER_CLI, "up")
+    finally:
+        done.set()
+        watcher.join()
+    assert password_file.exists(), "up wrote no password file"
+    return {**env, **exports_of(up.stdout), ARGV_LEAKS: json.dumps(leaks)}
 
 
 def deliver(landing: Path, home: Path, first: bool) -> None:

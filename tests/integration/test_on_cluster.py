@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 from cluster_story import (
+    ARGV_LEAKS,
     CHECKPOINTS,
     CLUSTER_CHECKPOINTS,
     CLUSTER_CLI,
@@ -102,6 +103,15 @@ def connected(
         for n in ("client-1", "client-2")
     )
     return flow(one, landing, second=two)
+
+
+def test_cluster_up_puts_the_postgresql_password_on_no_command_line(
+    cluster: dict[str, str],
+) -> None:
+    """While ``up`` ran, a thread read every process's ``/proc/<pid>/cmdline`` (readable by
+    any local user) for the role's password: none held it (psql gets its SQL on stdin;
+    spark-submit its settings in a 0600 file)."""
+    assert json.loads(cluster[ARGV_LEAKS]) == []
 
 
 def test_connect_gateway_matches_local_and_serialises_two_clients(

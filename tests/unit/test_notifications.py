@@ -317,3 +317,83 @@ def test_a_sink_that_fails_never_holds_another_back(tmp_path: Path) -> None:
     assert done.delivered == 2 and done.pending == 2  # the file sink's two; the webhook's wait
     assert [line["version"] for line in lines(tmp_path)] == [1, 2]
     assert backlog(tmp_path).pending == {"webhook": 2}
+
+
+TARGET_CONFIG = '''
+"""A project whose SQLMesh config names a notification target of its own (a custom class)."""
+import json
+import os
+from pathlib import Path
+
+from sqlmesh.core.notification_target import GenericNotificationTarget
+
+from tardy.project import sqlmesh_config
+
+
+class Recorder(GenericNotificationTarget):
+    fail: bool = False
+
+    def send(self, notification_status, msg, **kwargs):
+        if self.fail and not Path(os.environ["TARDY_TEST_TARGET_UP"]).exists():
+            raise ConnectionError("the target is down")
+        with open(os.environ["TARDY_TEST_TARGET"], "a") as out:
+            out.write(json.dumps({"status": notification_status.value, "msg": msg}) + "\\n")
+
+
+config = sqlmesh_config(Path(__file__).parent)
+config = config.copy(update={"notification_targets": [Recorder(fail=True)]})
+'''
+
+
+def test_a_projects_sqlmesh_notification_target_receives_a_publication_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``notification_targets`` in the project's config (``config.py``, a custom target
+    class): a publication's event reaches it through the target's own ``send``, behind the
+    outbox: while the target fails the event waits; once it accepts, delivered once."""
+    import shutil
+
+    from tardy.consumers.notifications import announce, deliver_pending, published
+    from tardy.consumers.versions import Publication
+    from tardy.home import project_root
+    from tardy.project import notification_targets
+
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    shutil.copy(project_root() / "project.yaml", project)
+    (project / "config.py").write_text(TARGET_CONFIG)
+    received, up = tmp_path / "received.jsonl", tmp_path / "up"
+    monkeypatch.setenv("TARDY_PROJECT", str(project))
+    monkeypatch.setenv("TARDY_TEST_TARGET", str(received))
+    monkeypatch.setenv("TARDY_TEST_TARGET_UP", str(up))
+    (target,) = notification_targets()
+    assert type(target).__name__ == "Recorder"
+
+    publication = Publication(
+        table_name="gold.daily_totals",
+        version=2,
+        physical_table="db.gold__daily_totals__1",
+        delta_version=7,
+        time_column="day",
+        produced_by="restatement:r-1",
+        changed_days=["2026-01-10"],
+        revisions={"2026-01-10": 1},
+        rows=12,
+        sha256="ab" * 32,
+        published_at="2026-01-31T12:00:00+00:00",
+    )
+    home = tmp_path / "home"
+    announce(home, {}, [], [published(publication)], targets=notification_targets)
+    first = deliver_pending(home, targets=notification_targets)
+    assert first is not None and first.pending == 1 and not received.exists()
+    assert "ConnectionError: the target is down" in first.errors[0]
+    up.touch()
+    later = datetime.now(UTC) + timedelta(hours=2)  # past its backoff
+    from tardy.consumers.notifications import Outbox
+
+    done = Outbox.of(home, notification_targets).deliver(now=later)
+    assert (done.delivered, done.pending) == (1, 0)
+    (line,) = [json.loads(x) for x in received.read_text().splitlines()]
+    assert line == {"status": "info", "msg": published(publication).text}
+    assert line["msg"].startswith("gold.daily_totals@v2 published")
+    assert Outbox.of(home, notification_targets).deliver(now=later).delivered == 0

@@ -57,8 +57,8 @@ def _chown_postgres(path: Path) -> None:
         shutil.chown(path, "postgres", "postgres")
 
 
-def _run(argv: list[str], what: str, log: Path | None = None) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, cwd="/")
+def _run(argv: list[str], what: str, log: Path | None = None, stdin: str | None = None) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, cwd="/", input=stdin)
     if done.returncode != 0:
         where = f"; log {log}:\n{tail(log)}" if log else ""
         raise ClusterError(f"{what} failed ({done.returncode}): {done.stderr.strip()}{where}")
@@ -146,7 +146,10 @@ def start_postgres(settings: Settings, component: Component) -> None:
     )
 
 
-def _psql(settings: Settings, sql: str, database: str = "postgres") -> str:
+def _psql(settings: Settings, sql: str, database: str = "postgres", what: str = "") -> str:
+    """Run ``sql`` as the server's superuser over its local socket. The SQL goes to psql on
+    its standard input, never on its command line (``/proc/<pid>/cmdline`` is readable by
+    every local user, and a role's password is in the SQL); ``what`` names it in an error."""
     argv = [
         str(postgres_bin() / "psql"),
         "-h",
@@ -159,17 +162,19 @@ def _psql(settings: Settings, sql: str, database: str = "postgres") -> str:
         database,
         "-v",
         "ON_ERROR_STOP=1",
-        "-tAc",
-        sql,
+        "-tA",
+        "-f",
+        "-",
     ]
-    return _run(_as_postgres(argv), f"psql {sql[:40]!r}").strip()
+    return _run(_as_postgres(argv), f"psql {what or repr(sql[:40])}", stdin=sql).strip()
 
 
 def create_databases(settings: Settings, password: str) -> None:
     """The ``tardy`` role and its databases for SQLMesh's state and the Hive metastore."""
     role = _psql(settings, f"SELECT 1 FROM pg_roles WHERE rolname = '{POSTGRES_USER}'")
     verb = "ALTER" if role == "1" else "CREATE"
-    _psql(settings, f"{verb} ROLE {POSTGRES_USER} LOGIN PASSWORD '{password}'")
+    sql = f"{verb} ROLE {POSTGRES_USER} LOGIN PASSWORD '{password}'"
+    _psql(settings, sql, what=f"{verb} ROLE {POSTGRES_USER}")  # the password never in an error
     for database in (STATE_DATABASE, METASTORE_DATABASE):
         create_database(settings, database)
 
