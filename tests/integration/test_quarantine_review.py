@@ -66,6 +66,7 @@ HOSTILE = {
     "Acut": _sale("QR-Acut", store_id='"x"'),
     "Aheld": _sale("QR-Aheld", store_id='"x"'),
     "B": _sale("QR-B", quantity="-1"),  # negative_quantity: rejected
+    "Bcut": _sale("QR-Bcut", quantity="-2"),  # negative_quantity: rejected, stopped
     "C": _sale("QR-C", discount="9.00"),  # discount_exceeds_gross: an invalid fix refused
     "D": _sale("QR-D", quantity='"two"'),  # invalid_quantity: a duplicate of a valid sale
     # invalid_product_id: its fix stopped (in-process; the long tier: killed), completed
@@ -183,15 +184,48 @@ def test_a_rejected_record_leaves_the_open_list_and_its_owner_is_told(
         STEWARD,
         "pos",
     )
-    sink = home.root / "notifications.jsonl"
-    events = [json.loads(line) for line in sink.read_text().splitlines()]
-    (told,) = [e for e in events if e["event"] == "quarantine_rejected"]
+    (told,) = _told(home, rejected)
     assert told["detail"]["owner"] == "store-systems@example.com"
     assert told["detail"]["records"] == [rejected]
     # Decided once: another decision is refused unless it supersedes this one.
     code, _, err = _cli("quarantine", "reject", short, "--reason", "again")
     assert code == 3 and "already rejected" in err
     assert len(_reviews(spark, rejected)) == 1
+
+
+def _told(home: t.Any, record_id: str) -> list[dict[str, t.Any]]:
+    """The rejection events of ``record_id`` the file sink received."""
+    sink = home.root / "notifications.jsonl"
+    events = [json.loads(line) for line in sink.read_text().splitlines()] if sink.exists() else []
+    return [
+        e
+        for e in events
+        if e["event"] == "quarantine_rejected" and record_id in e["detail"]["records"]
+    ]
+
+
+def test_a_rejection_stopped_before_its_event_is_announced_once_by_the_next_command(
+    lake: dict[str, t.Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tardy quarantine reject`` stopped between its decision's commit and its event
+    (``announce:0``, where a kill would land): the decision is in the review table, its
+    owner not told yet; the next quarantine command settles the held event (the review
+    table has the decision) and its delivery tells the owner, once."""
+    monkeypatch.setenv("TARDY_ACTOR", STEWARD)
+    home, rejected = lake["home"], lake["ids"]["Bcut"]
+    short = rejected[:6] + rejected[64:]
+    cli_cut_at("announce:0", "quarantine", "reject", short, "--reason", "cut", "--json")
+    assert _reviewed(lake)[rejected] == "rejected"  # committed
+    assert _told(home, rejected) == []  # held, not kept
+    assert rejected not in _listed()  # the listing settles it; its delivery follows
+    (told,) = _told(home, rejected)
+    assert (told["detail"]["owner"], told["detail"]["reason"]) == (
+        "store-systems@example.com",
+        "cut",
+    )
+    _listed()
+    assert len(_told(home, rejected)) == 1
+    assert not list((home.root / "outbox" / "held").glob("*.json"))
 
 
 def test_a_duplicate_names_the_record_it_replays(lake: dict[str, t.Any]) -> None:
