@@ -10,8 +10,10 @@ says, for any window of ``g`` days, how many of its measured records would have 
 bounds (``grace: {min, max}`` of its tier in ``lateness_alert_tiers``); its suggestion is the
 smallest candidate whose late share stays within the tier's ``late_ratio`` (the largest when
 none does, flagged). The project's suggestion is the largest of its sources' (of ``SOURCE``
-alone when named): one window serves every source. A window of ``g`` days keeps the last
-``g`` days provisional.
+alone when named): one window serves every source. The days a window keeps provisional are
+computed by ``tardy status``'s rule on the source's latest arrival: the days from its data
+watermark's (latest arrival minus the window) through the latest arrival's own, which is
+still arriving (``g + 1`` days, the first of them named).
 
 ``--apply`` writes the suggestion into that one line of ``project.yaml``; nothing changes in
 the lakehouse until the stock ``sqlmesh plan`` applies the models whose lookback moved
@@ -25,6 +27,7 @@ import re
 import tempfile
 import typing as t
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from tardy.errors import InputError
@@ -73,7 +76,8 @@ class Candidate:
     days: int
     late_rows: int
     late_share: float | None  # None: no measured record
-    provisional_days: int  # the last days a window of ``days`` keeps provisional
+    provisional_days: int  # the days a window of ``days`` keeps provisional, today's included
+    first_provisional_day: str | None = None  # the first of them (None: nothing arrived)
 
 
 @dataclass
@@ -118,6 +122,20 @@ def bounds_of(variables: t.Mapping[str, t.Any], tier: str) -> tuple[int, int]:
     return low, high
 
 
+def provisional(latest: datetime | None, days: int) -> tuple[int, str | None]:
+    """How many days, from which, a window of ``days`` keeps provisional at the latest
+    arrival ``latest`` (``tardy.consumers.status``'s watermark and finality)."""
+    from tardy.consumers.status import data_watermark, is_final
+
+    watermark = data_watermark(latest, days)
+    if latest is None or watermark is None:
+        return days + 1, None
+    first = latest.date() - timedelta(days=days + 1)
+    while is_final(first, watermark):
+        first += timedelta(days=1)
+    return (latest.date() - first).days + 1, first.isoformat()
+
+
 def fit_source(
     name: str, hours: list[Hour], tier: str, target: float, bounds: tuple[int, int]
 ) -> SourceFit:
@@ -127,11 +145,13 @@ def fit_source(
         for bucket, n in hour.days_late.items():
             buckets[bucket] = buckets.get(bucket, 0) + n
     measured = sum(buckets.values())
+    latest = max((h.arrival_hour for h in hours), default=None)
     candidates = []
     for days in range(bounds[0], bounds[1] + 1):
         late = sum(n for bucket, n in buckets.items() if bucket > days)
         share = late / measured if measured else None
-        candidates.append(Candidate(days, late, share, days))
+        held, first = provisional(latest, days)
+        candidates.append(Candidate(days, late, share, held, first))
     within = [c.days for c in candidates if c.late_share is None or c.late_share <= target]
     return SourceFit(
         source_system=name,

@@ -111,6 +111,11 @@ def _cli(*argv: str) -> tuple[int, t.Any, str]:
     return code, json.loads(out) if out.strip() else None, err
 
 
+def _line(text: str) -> str:
+    """``text`` with its terminal wrapping undone."""
+    return " ".join(text.split())
+
+
 def _listed(*flags: str) -> dict[str, dict[str, t.Any]]:
     code, payload, err = _cli("quarantine", *flags)
     assert code == 0, err
@@ -240,6 +245,15 @@ def test_a_duplicate_names_the_record_it_replays(lake: dict[str, t.Any]) -> None
     assert (row.decision, row.duplicate_of) == ("duplicate", original)
     code, _, err = _cli("quarantine", "duplicate", dup, "--of", "ffffff:1", "--supersede")
     assert code == 1 and "no record" in err
+    # Only onto a valid original of the same source: not a quarantined record.
+    bad = lake["ids"]["C"]
+    code, _, err = _cli("quarantine", "duplicate", dup, "--of", bad, "--supersede")
+    assert code == 1 and "is not a valid record of source pos (quarantined)" in _line(err)
+    # Not another source's: a store change's record id, of the store master's bronze table.
+    other = spark.sql("SELECT record_id FROM bronze.store_changes LIMIT 1").first()[0]
+    code, _, err = _cli("quarantine", "duplicate", dup, "--of", other, "--supersede")
+    assert code == 1 and "no record of source pos" in _line(err)
+    # (One a later correction superseded: tests/unit/test_duplicate_originals.py.)
     assert len(_reviews(spark, dup)) == 1
 
 

@@ -4,7 +4,7 @@ candidates and suggestion from its late-day buckets, the table at 80 columns."""
 from __future__ import annotations
 
 import io
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -51,6 +51,21 @@ def test_the_suggestion_is_the_smallest_window_within_the_target() -> None:
     assert fit_source("pos", [hour(buckets)], "daily", 0.01, (2, 3)).suggested == 3
     unmet = fit_source("pos", [hour(buckets)], "daily", 0.001, (1, 7))
     assert (unmet.suggested, unmet.meets_target) == (7, False)
+
+
+def test_the_days_a_window_keeps_provisional_are_counted_from_the_latest_arrival() -> None:
+    """At a latest arrival of 2026-03-02 10:00, a window of g days puts the watermark at
+    10:00 g days before: that day is not whole before it, so it and every day after it
+    through 03-02 are provisional, g + 1 days (3 days: 02-27 .. 03-02, 4 days)."""
+    latest = datetime(2026, 3, 2, 10)
+    at = Hour("pos", latest, 10, 10, 1.0, 2.0, 3.0, {0: 10})
+    source = fit_source("pos", [at, hour({0: 10})], "daily", 0.05, (0, 7))
+    for c in source.candidates:
+        first = (latest - timedelta(days=c.days)).date()
+        assert c.first_provisional_day == first.isoformat(), c
+        assert c.provisional_days == (latest.date() - first).days + 1 == c.days + 1, c
+    three = next(c for c in source.candidates if c.days == 3)
+    assert (three.provisional_days, three.first_provisional_day) == (4, "2026-02-27")
 
 
 def test_tier_bounds_are_read_and_checked() -> None:

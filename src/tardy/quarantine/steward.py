@@ -151,7 +151,7 @@ def duplicate(
     listing = read(context, spark)
     settle_rejected(listing, context)
     found = resolve(listing.records, given)
-    original = _bronze_record(spark, found.source, of)
+    original = _bronze_record(context, spark, found.source, of, listing)
     if original == found.record_id:
         raise InputError(f"{given}: a record cannot duplicate itself")
     why = reason.strip() if reason and reason.strip() else f"a replay of {original}"
@@ -168,22 +168,89 @@ def duplicate(
     return Decided([decision])
 
 
-def _bronze_record(spark: SparkSession, source: str, given: str) -> str:
-    """The record id of ``source``'s bronze table that ``given`` names (one read)."""
-    declaration = declared().get(source)
-    if declaration is None:
-        raise InputError(f"source {source!r} is not declared in sources.yaml")
+# The record ``given`` names among a source's bronze records, with what makes it a valid
+# original: parsed, and the latest record key of its natural key (a later correction, another
+# record key of the same natural key, supersedes it; a verbatim resend keeps the key).
+ORIGINAL_SQL = """
+WITH keyed AS (
+  SELECT record_id, line_number, parse_error, arrival_ts,
+         CONCAT_WS('|', {key}) AS record_key, {natural_key} AS natural_key
+  FROM {bronze} WHERE source_system = {source}
+), latest AS (
+  SELECT natural_key, MAX_BY(record_key, STRUCT(arrival_ts, record_id)) AS latest_key
+  FROM keyed WHERE parse_error IS NULL GROUP BY natural_key
+)
+SELECT k.record_id, k.parse_error, k.record_key, l.latest_key
+FROM keyed k LEFT JOIN latest l ON k.natural_key <=> l.natural_key
+WHERE startswith(k.record_id, {prefix}) AND k.line_number = {line}
+"""
+
+
+def original(
+    spark: SparkSession,
+    bronze: str,
+    source: str,
+    key: t.Sequence[str],
+    natural_key: str,
+    given: str,
+) -> t.Any:
+    """The row of ``source``'s records in ``bronze`` that ``given`` (``<file sha256 or its
+    first 6+>:<line>``) names, refused unless it is parsed and the latest record key of its
+    ``natural_key`` (SQL over the columns; ``key``: the record key's fields)."""
     prefix, sep, line = given.strip().rpartition(":")
     if not sep or not line.isdigit() or len(prefix) < 6:
         raise InputError(f"--of {given!r}: expected <file sha256 or its first 6+>:<line>")
     rows = spark.sql(
-        f"SELECT record_id FROM {declaration.bronze} "
-        f"WHERE startswith(record_id, {literal(prefix)}) AND line_number = {int(line)}"
+        ORIGINAL_SQL.format(
+            key=", ".join(f"CAST(`{k}` AS STRING)" for k in key),
+            natural_key=natural_key,
+            bronze=bronze,
+            source=literal(source),
+            prefix=literal(prefix),
+            line=int(line),
+        )
     ).collect()
     if len(rows) != 1:
         problem = "no record" if not rows else f"{len(rows)} records"
-        raise InputError(f"--of {given}: {problem} of {declaration.bronze} with this id")
-    return str(rows[0].record_id)
+        raise InputError(f"--of {given}: {problem} of source {source} with this id")
+    (row,) = rows
+    if row.parse_error is not None:
+        raise InputError(
+            f"--of {given}: {row.record_id} is not a valid record of source {source} "
+            f"(unparsed: {row.parse_error}): a duplicate names the valid record it replays"
+        )
+    if row.latest_key != row.record_key:
+        raise InputError(
+            f"--of {given}: {row.record_id} is superseded by a later correction "
+            f"(record {row.latest_key}): name the record that stands"
+        )
+    return row
+
+
+def _bronze_record(
+    context: Context, spark: SparkSession, source: str, given: str, listing: Listing
+) -> str:
+    """The record id of ``source``'s bronze records that ``given`` names, refused unless it
+    is a valid original: of the same source, parsed, not quarantined, not superseded by a
+    correction (one read of the source's bronze records)."""
+    from tardy.engine import facts, sqlmesh_api
+
+    declaration = declared().get(source)
+    if declaration is None:
+        raise InputError(f"source {source!r} is not declared in sources.yaml")
+    keyed = {
+        f.table: f.natural_key
+        for f in facts.project_fact_sources(context, sqlmesh_api.model_snapshots(context))
+    }
+    natural_key = keyed.get(declaration.bronze, declaration.natural_key_sql)
+    quarantined = {r.record_id for r in listing.records}
+    row = original(spark, declaration.bronze, source, declaration.key, natural_key, given)
+    if row.record_id in quarantined:
+        raise InputError(
+            f"--of {given}: {row.record_id} is not a valid record of source {source} "
+            "(quarantined): a duplicate names the valid record it replays"
+        )
+    return str(row.record_id)
 
 
 def fix(
