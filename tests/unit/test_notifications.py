@@ -397,3 +397,16 @@ def test_a_projects_sqlmesh_notification_target_receives_a_publication_once(
     assert line == {"status": "info", "msg": published(publication).text}
     assert line["msg"].startswith("gold.daily_totals@v2 published")
     assert Outbox.of(home, notification_targets).deliver(now=later).delivered == 0
+
+
+def test_a_silence_is_one_event_however_long_it_grows() -> None:
+    from tardy.consumers.notifications import alerted
+
+    def silent(hours: float, last: str = "2026-01-10T13:00:00") -> Event:
+        detail = {"source": "pos", "metric": "source_silent", "value": hours, "hours": [last]}
+        return alerted(f"source pos: silent for {hours} h", detail, "2026-01-10T12:59:00")
+
+    assert silent(30.0).key == silent(31.5).key  # the same silence, checked again later
+    assert silent(30.0).key != silent(30.0, last="2026-01-12T08:00:00").key  # a new one
+    lag = {"source": "pos", "metric": "late_ratio", "value": 0.2}
+    assert alerted("a", lag, "t1").key != alerted("a", {**lag, "value": 0.3}, "t1").key

@@ -765,13 +765,13 @@ def staged(restatement_id: str, evaluated: t.Iterable[str], environment: str | N
 
 def alerted(message: str, detail: dict[str, t.Any], data_state: str | None) -> Event:
     """An alert of ``tardy status --check``; the same alert on the same data (``data_state``:
-    the latest arrival) is one event, however often it is checked."""
-    return Event(
-        EventKind.ALERT,
-        message,
-        about=f"alert:{sorted(detail.items())}:{data_state}",
-        detail=detail,
-    )
+    the latest arrival) is one event, however often it is checked. A silence is one event
+    per silence (its source and last arrival), though its length grows at every check."""
+    if detail.get("metric") == "source_silent":
+        about = f"alert:source_silent:{detail.get('source')}:{detail.get('hours')}"
+    else:
+        about = f"alert:{sorted(detail.items())}:{data_state}"
+    return Event(EventKind.ALERT, message, about=about, detail=detail)
 
 
 def rejected(
