@@ -26,14 +26,15 @@ NATURAL_KEY = "COALESCE(corrects_transaction_id, transaction_id)"
 
 
 @pytest.fixture(scope="module")
-def records(spark: t.Any) -> str:
+def records(spark: t.Any) -> t.Iterator[str]:
     frame = spark.createDataFrame(
         ROWS,
         "record_id STRING, source_system STRING, line_number INT, parse_error STRING, "
         "arrival STRING, transaction_id STRING, corrects_transaction_id STRING",
     ).selectExpr("* EXCEPT (arrival)", "CAST(arrival AS TIMESTAMP) AS arrival_ts")
     frame.createOrReplaceTempView("duplicate_originals")
-    return "duplicate_originals"
+    yield "duplicate_originals"
+    spark.catalog.dropTempView("duplicate_originals")  # the worker's session is shared
 
 
 def named(spark: t.Any, table: str, line: int, source: str = "pos") -> str:
