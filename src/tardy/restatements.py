@@ -70,17 +70,24 @@ def restate(
     staged for review is announced (``tardy.consumers.notifications``), also when a kill
     stops this process between the staging's commit and its event (``settle_staged``)."""
     settle_staged(context, spark)
-    given = dict(
-        dry_run=dry_run,
-        promote=promote,
-        accept_large_change=accept_large_change,
-        threshold=threshold,
-        selection=selection,
-        environment_name=environment_name,
-        publish=publish_promotion,
-    )
+
+    def run(rid: str | None) -> Outcome:
+        return commands.restate(
+            context,
+            spark,
+            reason,
+            dry_run=dry_run,
+            promote=promote,
+            accept_large_change=accept_large_change,
+            threshold=threshold,
+            restatement_id=rid,
+            selection=selection,
+            environment_name=environment_name,
+            publish=publish_promotion,
+        )
+
     if dry_run or promote:
-        return commands.restate(context, spark, reason, restatement_id=restatement_id, **given)
+        return run(restatement_id)
     restatement_id = restatement_id or new_id()
     env = environment.name_for(restatement_id, environment_name)
     settings = context.config.variables.get("notifications")
@@ -88,9 +95,7 @@ def restate(
     home = activate().root
     with notifications.hold(home, settings, event, {"restatement_id": restatement_id}) as held:
         try:
-            outcome = commands.restate(
-                context, spark, reason, restatement_id=restatement_id, **given
-            )
+            outcome = run(restatement_id)
         except TardyError:  # a gate or a refusal: nothing was staged
             held.drop()
             raise
