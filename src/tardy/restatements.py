@@ -2,7 +2,7 @@
 publishing what its promotions commit (``tardy.consumers.versions``).
 
 A restatement left staged is announced ("staged, awaiting review") through a held event
-(``notifications.hold``): kept before the staging commits, released once it has; one a kill
+(``tardy.consumers.held``): kept before the staging commits, released once it has; one a kill
 cut off is settled by the next restatement command from the log (``settle_staged``).
 
 The engine owns the lifecycle (``tardy.engine.lifecycle``) and calls the publisher it is
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import typing as t
 
+from tardy.consumers import held as held_events
 from tardy.consumers import notifications, versions
 from tardy.engine import environment, log
 from tardy.engine import restate as commands
@@ -93,7 +94,7 @@ def restate(
     settings = context.config.variables.get("notifications")
     event = notifications.staged(restatement_id, [], env)
     home = activate().root
-    with notifications.hold(home, settings, event, {"restatement_id": restatement_id}) as held:
+    with held_events.hold(home, settings, event, {"restatement_id": restatement_id}) as held:
         try:
             outcome = run(restatement_id)
         except TardyError:  # a gate or a refusal: nothing was staged
@@ -112,7 +113,7 @@ def settle_staged(context: Context, spark: SparkSession) -> list[str]:
     """Announce the restatements a killed ``restate --no-promote`` staged and never announced
     (their held events; the log says whether the staging committed: one still ``staged`` is
     announced, any other is dropped). One statement, only when such an event exists."""
-    orphans = notifications.orphans(activate().root, notifications.EventKind.RESTATEMENT_STAGED)
+    orphans = held_events.orphans(activate().root, notifications.EventKind.RESTATEMENT_STAGED)
     if not orphans:
         return []
     latest = log.latest(spark)

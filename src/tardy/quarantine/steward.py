@@ -76,9 +76,10 @@ def settle_rejected(listing: Listing, context: Context) -> int:
     """Announce the rejections a killed ``tardy quarantine reject`` committed and never
     announced (their held events): each whose decisions the review table holds is released,
     the others dropped. No statement: ``listing`` holds every record's decision."""
+    from tardy.consumers import held as held_events
     from tardy.consumers import notifications
 
-    orphans = notifications.orphans(activate().root, notifications.EventKind.QUARANTINE_REJECTED)
+    orphans = held_events.orphans(activate().root, notifications.EventKind.QUARANTINE_REJECTED)
     decided = {r.decision.review_id for r in listing.records if r.decision is not None}
     targets = notifications.targets_of(context.config)
     released = 0
@@ -105,6 +106,7 @@ def reject(
     supersede: bool = False,
 ) -> Decided:
     """Reject the records ``ids`` name, in one commit, and tell their sources' owners."""
+    from tardy.consumers import held as held_events
     from tardy.consumers import notifications
 
     why, steward = _reason(reason), actor()
@@ -128,7 +130,7 @@ def reject(
     home = activate().root
     with contextlib.ExitStack() as stack:
         held = [
-            stack.enter_context(notifications.hold(home, settings, event, awaits(decisions)))
+            stack.enter_context(held_events.hold(home, settings, event, awaits(decisions)))
             for event in events
         ]
         append(spark, *decisions)
