@@ -274,7 +274,7 @@ def measure(
     models, ``day_models``; ``now``: ``clock()``'s, None for the feed's own clock;
     ``cadences``: the sources' declared ``cadence_hours``)."""
     from tardy.engine.meter import Meter
-    from tardy.lateness_series import SERIES_TABLE, extend, hours_from
+    from tardy.lateness_series import HOUR_COLUMNS, SERIES_TABLE, extend, hours_from
 
     settings = Settings.of(variables)
     meter = Meter(spark)
@@ -286,7 +286,10 @@ def measure(
             if now is None
             else f"TIMESTAMP {literal(_hour(now).isoformat(sep=' '))}"
         )
-        rows = hours_from(spark, LATEST_AND_SPAN_SQL.format(series=SERIES_TABLE, at=at, span=span))
+        window = LATEST_AND_SPAN_SQL.format(
+            columns=HOUR_COLUMNS, series=SERIES_TABLE, at=at, span=span
+        )
+        rows = hours_from(spark, window)
         out = _measured(
             spark, settings, int(variables["grace_days"]), rows, owners, published, now, cadences
         )
@@ -297,8 +300,8 @@ def measure(
 # The series' hours of the span ending at ``{at}`` and each source's latest hour up to it.
 LATEST_AND_SPAN_SQL = """
 SELECT * FROM (
-  SELECT s.*, MAX(arrival_hour) OVER (PARTITION BY source_system) AS latest_hour
-  FROM {series} s WHERE arrival_hour <= {at}
+  SELECT {columns}, MAX(arrival_hour) OVER (PARTITION BY source_system) AS latest_hour
+  FROM {series} WHERE arrival_hour <= {at}
 ) WHERE arrival_hour >= {at} - MAKE_DT_INTERVAL(0, {span}) OR arrival_hour = latest_hour
 ORDER BY source_system, arrival_hour
 """

@@ -3,14 +3,25 @@ took (lag p50 / p95 / p99, hours from event to arrival) and how late they were u
 grace window.
 
 ``tardy.lateness_series`` has one row per (``source_system``, ``arrival_hour``): ``rows``,
-``measured_rows`` (an event time known and not after the arrival:
-``tardy.consumers.status.MEASURED_SQL``), the three lag percentiles, and ``days_late``: the
-measured rows by the smallest grace window, in whole days, under which they came on time.
+``measured_rows`` (an event time known and not after the arrival: ``MEASURED_SQL``),
+``rows_without_event_ts``, the hour's latest ``max_arrival_ts``, ``lag_sketch`` (a KLL
+quantile sketch of the measured rows' lags, DataSketches' through Spark's ``kll_*``
+functions), the three lag percentiles read from it, and ``days_late``: the measured rows by
+the smallest grace window, in whole days, under which they came on time.
 A record whose event day ended ``d > 0`` before it arrived is in bucket ``ceil(d / 1 day)``
 (0 when it arrived before its day ended), and it is *late* under a window of ``g`` days
-exactly when its bucket is above ``g`` (``status.LATE_SQL``: it arrived after its event day
-plus ``g`` days had ended). So the series does not depend on ``grace_days``: the alerts
-read it under the project's window, ``tardy grace`` under every candidate one.
+exactly when its bucket is above ``g`` (``LATE_SQL``: it arrived after its event day plus
+``g`` days had ended). So the series does not depend on ``grace_days``: the alerts read it
+under the project's window, ``tardy grace`` under every candidate one, and ``tardy status``
+sums it (``totals``) into each source's lateness since its first arrival.
+
+Every count adds up over hours; percentiles do not, so each hour keeps its lags' sketch and
+a reader merges the sketches of the hours it spans (``kll_merge_agg_double``). A percentile
+is the nearest rank: the smallest lag with at least that share of the measured rows at or
+below it (numpy's ``inverted_cdf``). An hour's sketch is exact up to ``HOUR_SKETCH_K``
+measured rows and a merge up to ``MERGED_SKETCH_K``; beyond, the rank is within the
+sketch's error (about 0.3 % at 1,024, DataSketches' KLL bound). A sketch stores at most a
+few thousand doubles, so an hour's row stays small however busy the hour.
 
 It is extended by ``tardy ingest`` for what it committed, and by every reader for whatever
 it has not covered yet (``extend``): the ledger (``bronze.ingest_ledger``) has a row per file
@@ -28,8 +39,9 @@ Cost: one statement when nothing is pending (the ledger's files not covered); el
 touched, the covered files' append). The first extension of a process also looks both tables
 up in the catalog (``ensure_tables``: two lookups, plans on Spark Connect). (A file whose
 bronze commit a kill left without its ledger entry is recognised by ingest through bronze and
-never gets one: its rows stay out of the series, while ``tardy status``'s lateness over all
-bronze counts them.)
+never gets one: its rows stay out of the series, and so out of every lateness number.)
+
+A series written before the sketches existed is dropped and rebuilt once (``ensure_tables``).
 """
 
 from __future__ import annotations
@@ -41,7 +53,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
-from tardy.consumers.status import MEASURED_SQL
 from tardy.engine.delta import query
 from tardy.ingest.tables import LEDGER_TABLE, bronze_tables, table_of
 from tardy.sql import date_list, literal
@@ -49,9 +60,17 @@ from tardy.sql import date_list, literal
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+# A bronze row's lag is measured when its event time is known and not after its arrival; it is
+# late when it arrived after its event day had become final (``tardy.consumers.status``).
+MEASURED_SQL = "event_ts IS NOT NULL AND event_ts <= arrival_ts"
+LATE_SQL = "arrival_ts > CAST(DATE_ADD(CAST(event_ts AS DATE), 1 + {grace_days}) AS TIMESTAMP)"
+
 SERIES_TABLE = "tardy.lateness_series"
 COVERED_TABLE = "tardy.lateness_series_covered"
 MERGE_ATTEMPTS = 5  # against a concurrent extension (each retry recomputes the hours)
+HOUR_SKETCH_K = 1024  # an hour's lags are exact up to this many measured rows
+MERGED_SKETCH_K = 65535  # a merge of hours is exact up to this many (Spark's largest k)
+QUANTILES = "ARRAY(0.5, 0.95, 0.99)"
 
 SERIES_DDL = f"""
 CREATE TABLE IF NOT EXISTS {SERIES_TABLE} (
@@ -59,14 +78,22 @@ CREATE TABLE IF NOT EXISTS {SERIES_TABLE} (
   arrival_hour TIMESTAMP NOT NULL,
   rows BIGINT NOT NULL,
   measured_rows BIGINT NOT NULL,
+  rows_without_event_ts BIGINT NOT NULL,
+  max_arrival_ts TIMESTAMP NOT NULL,
+  lag_sketch BINARY,
   lag_hours_p50 DOUBLE,
   lag_hours_p95 DOUBLE,
   lag_hours_p99 DOUBLE,
   days_late MAP<INT, BIGINT> NOT NULL
 ) USING delta
-COMMENT 'tardy: per source and arrival hour, rows, lag percentiles and the measured rows by the
-smallest grace window (days) under which they came on time'
+COMMENT 'tardy: per source and arrival hour, rows, a sketch of their lags and its percentiles,
+and the measured rows by the smallest grace window (days) under which they came on time'
 """
+# The series' columns but the sketch (what ``Hour`` holds).
+HOUR_COLUMNS = (
+    "source_system, arrival_hour, rows, measured_rows, rows_without_event_ts, max_arrival_ts, "
+    "lag_hours_p50, lag_hours_p95, lag_hours_p99, days_late"
+)
 
 COVERED_DDL = f"""
 CREATE TABLE IF NOT EXISTS {COVERED_TABLE} (
@@ -81,6 +108,8 @@ HOURS_SQL = f"""
 WITH records AS (
   SELECT
     source_system,
+    arrival_ts,
+    event_ts,
     DATE_TRUNC('HOUR', arrival_ts) AS arrival_hour,
     {MEASURED_SQL} AS measured,
     (UNIX_MICROS(arrival_ts) - UNIX_MICROS(event_ts)) / 3600e6 AS lag_hours,
@@ -95,9 +124,16 @@ WITH records AS (
     arrival_hour,
     COUNT(*) AS rows,
     COUNT_IF(measured) AS measured_rows,
-    PERCENTILE(CASE WHEN measured THEN lag_hours END, ARRAY(0.5, 0.95, 0.99)) AS lag
+    COUNT_IF(event_ts IS NULL) AS rows_without_event_ts,
+    MAX(arrival_ts) AS max_arrival_ts,
+    CASE WHEN COUNT_IF(measured) > 0
+      THEN KLL_SKETCH_AGG_DOUBLE(CASE WHEN measured THEN lag_hours END, {HOUR_SKETCH_K})
+    END AS lag_sketch
   FROM records
   GROUP BY source_system, arrival_hour
+), quantiles AS (
+  SELECT *, KLL_SKETCH_GET_QUANTILE_DOUBLE(lag_sketch, {QUANTILES}) AS lag
+  FROM hours
 ), buckets AS (
   SELECT source_system, arrival_hour, MAP_FROM_ENTRIES(COLLECT_LIST(STRUCT(days_late, n))) AS m
   FROM (
@@ -113,11 +149,14 @@ SELECT
   h.arrival_hour,
   h.rows,
   h.measured_rows,
+  h.rows_without_event_ts,
+  h.max_arrival_ts,
+  h.lag_sketch,
   h.lag[0] AS lag_hours_p50,
   h.lag[1] AS lag_hours_p95,
   h.lag[2] AS lag_hours_p99,
   COALESCE(b.m, CAST(MAP() AS MAP<INT, BIGINT>)) AS days_late
-FROM hours AS h
+FROM quantiles AS h
 LEFT JOIN buckets AS b ON b.source_system = h.source_system AND b.arrival_hour = h.arrival_hour
 """
 
@@ -157,7 +196,14 @@ def ensure_tables(spark: SparkSession) -> None:
     home = os.environ.get("TARDY_HOME", "")
     if _ENSURED.get(spark) == home:
         return
-    if not all(spark.catalog.tableExists(name) for name in (SERIES_TABLE, COVERED_TABLE)):
+    exists = [spark.catalog.tableExists(name) for name in (SERIES_TABLE, COVERED_TABLE)]
+    if exists[0] and "lag_sketch" not in spark.table(SERIES_TABLE).columns:
+        # A series written before it kept its lags' sketches: derived data, so it is dropped
+        # with its covered files and the extension that follows rebuilds it from bronze.
+        spark.sql(f"DROP TABLE IF EXISTS {SERIES_TABLE}")
+        spark.sql(f"DROP TABLE IF EXISTS {COVERED_TABLE}")
+        exists = [False, False]
+    if not all(exists):
         spark.sql("CREATE SCHEMA IF NOT EXISTS tardy")
         spark.sql(SERIES_DDL)
         spark.sql(COVERED_DDL)
@@ -228,6 +274,8 @@ class Hour:
     lag_hours_p95: float | None
     lag_hours_p99: float | None
     days_late: dict[int, int]
+    rows_without_event_ts: int = 0
+    max_arrival_ts: datetime | None = None
 
     def late_rows(self, grace_days: int) -> int:
         """The measured rows that came late under a grace window of ``grace_days``."""
@@ -239,7 +287,8 @@ def hours_of(spark: SparkSession, where: str | None = None) -> list[Hour]:
     statement)."""
     clause = f" WHERE {where}" if where else ""
     return hours_from(
-        spark, f"SELECT * FROM {SERIES_TABLE}{clause} ORDER BY source_system, arrival_hour"
+        spark,
+        f"SELECT {HOUR_COLUMNS} FROM {SERIES_TABLE}{clause} ORDER BY source_system, arrival_hour",
     )
 
 
@@ -256,6 +305,35 @@ def hours_from(spark: SparkSession, sql: str) -> list[Hour]:
             lag_hours_p95=r.lag_hours_p95,
             lag_hours_p99=r.lag_hours_p99,
             days_late={int(k): int(v) for k, v in (r.days_late or {}).items()},
+            rows_without_event_ts=int(r.rows_without_event_ts),
+            max_arrival_ts=r.max_arrival_ts,
         )
         for r in rows
     ]
+
+
+# Per source since its first arrival, and over all sources (the grouping set ()): the sums of
+# the series' hours, the measured rows late under ``{grace_days}`` (their buckets above it)
+# and the percentiles of the hours' merged sketches.
+TOTALS_SQL = f"""
+SELECT
+  source_system,
+  GROUPING(source_system) = 1 AS is_total,
+  SUM(rows) AS n_rows,
+  SUM(measured_rows) AS measured_rows,
+  SUM(rows_without_event_ts) AS rows_without_event_ts,
+  SUM(AGGREGATE(MAP_VALUES(MAP_FILTER(days_late, (bucket, n) -> bucket > {{grace_days}})),
+    0L, (total, n) -> total + n)) AS late_rows,
+  CASE WHEN SUM(measured_rows) > 0 THEN KLL_SKETCH_GET_QUANTILE_DOUBLE(
+    KLL_MERGE_AGG_DOUBLE(lag_sketch, {MERGED_SKETCH_K}), {QUANTILES}
+  ) END AS lag_hours,
+  MAX(max_arrival_ts) AS max_arrival_ts
+FROM {SERIES_TABLE}
+GROUP BY GROUPING SETS ((source_system), ())
+"""
+
+
+def totals(spark: SparkSession, grace_days: int) -> list[t.Any]:
+    """Each source's lateness since its first arrival and all sources' (``is_total``), from
+    the series as it stands (one statement; ``extend`` brings it up to date first)."""
+    return spark.sql(TOTALS_SQL.format(grace_days=int(grace_days))).collect()

@@ -75,20 +75,44 @@ def _land(landing: Path, source: str, hour: int, name: str = "batch") -> None:
 
 
 def oracle(landing: Path) -> dict[tuple[str, datetime], dict[str, object]]:
-    """Every (source, arrival hour) from the landing files: rows, measured rows, the lag
-    percentiles (linear interpolation, as Spark's ``PERCENTILE``) and the late-day buckets
-    (a record whose event day ended ``d > 0`` before its arrival: ``ceil(d / 1 day)``)."""
+    """Every (source, arrival hour) from the landing files: rows, measured rows, rows without
+    an event time, the latest arrival, the lag percentiles (nearest rank: numpy's
+    ``inverted_cdf``) and the late-day buckets (a record whose event day ended ``d > 0``
+    before its arrival: ``ceil(d / 1 day)``)."""
+    lags, buckets, rows, without, latest = _landed(landing)
+    out = {}
+    for key, n in rows.items():
+        mine = lags.get(key, [])
+        p = np.percentile(mine, [50, 95, 99], method="inverted_cdf") if mine else [None] * 3
+        out[key] = {
+            "rows": n,
+            "measured_rows": len(mine),
+            "without_event_ts": without[key],
+            "max_arrival_ts": latest[key],
+            "lag": [None if v is None else round(float(v), 9) for v in p],
+            "days_late": dict(buckets.get(key, {})),
+        }
+    return out
+
+
+def _landed(landing: Path) -> tuple[dict, dict, dict, dict, dict]:
+    """Per (source, arrival hour) of the landing files: the measured lags, the late-day
+    buckets, the rows, the rows without an event time and the latest arrival."""
     lags: dict[tuple[str, datetime], list[float]] = defaultdict(list)
     buckets: dict[tuple[str, datetime], dict[int, int]] = defaultdict(lambda: defaultdict(int))
     rows: dict[tuple[str, datetime], int] = defaultdict(int)
+    without: dict[tuple[str, datetime], int] = defaultdict(int)
+    latest: dict[tuple[str, datetime], datetime] = {}
     for path in landing.rglob("*.jsonl"):
         source = path.parent.parent.name
         arrival = datetime.strptime(path.parent.name, "arrival_ts=%Y%m%dT%H%M%SZ")
         key = (source, arrival.replace(minute=0, second=0))
+        latest[key] = max(latest.get(key, arrival), arrival)
         for line in path.read_text().splitlines():
             rows[key] += 1
             raw = json.loads(line)["event_ts"]
             if raw is None:
+                without[key] += 1
                 continue
             event = datetime.fromisoformat(raw.replace("Z", "+00:00")).replace(tzinfo=None)
             if event > arrival:
@@ -97,17 +121,7 @@ def oracle(landing: Path) -> dict[tuple[str, datetime], dict[str, object]]:
             day_end = datetime.combine(event.date() + timedelta(days=1), datetime.min.time())
             late = (arrival - day_end).total_seconds() / 86400
             buckets[key][max(0, math.ceil(late))] += 1
-    out = {}
-    for key, n in rows.items():
-        mine = lags.get(key, [])
-        p = np.percentile(mine, [50, 95, 99]) if mine else [None] * 3
-        out[key] = {
-            "rows": n,
-            "measured_rows": len(mine),
-            "lag": [None if v is None else round(float(v), 9) for v in p],
-            "days_late": dict(buckets.get(key, {})),
-        }
-    return out
+    return lags, buckets, rows, without, latest
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +150,8 @@ def test_the_series_matches_the_landing_files_and_follows_new_batches(fed) -> No
         (h.source_system, h.arrival_hour): {
             "rows": h.rows,
             "measured_rows": h.measured_rows,
+            "without_event_ts": h.rows_without_event_ts,
+            "max_arrival_ts": h.max_arrival_ts,
             "lag": [
                 None if v is None else round(v, 9)
                 for v in (h.lag_hours_p50, h.lag_hours_p95, h.lag_hours_p99)
@@ -160,6 +176,55 @@ def test_the_series_matches_the_landing_files_and_follows_new_batches(fed) -> No
     assert (more.files, more.dates) == (1, {"bronze.pos_events": [hour.date().isoformat()]})
     again = {(h.source_system, h.arrival_hour): h.rows for h in hours_of(spark)}
     assert again == {**{k: v["rows"] for k, v in got.items()}, ("partner", hour): 6}
+
+
+# The series as homes before its lags' sketches hold it.
+SKETCHLESS_DDL = """
+CREATE TABLE tardy.lateness_series (
+  source_system STRING NOT NULL, arrival_hour TIMESTAMP NOT NULL, rows BIGINT NOT NULL,
+  measured_rows BIGINT NOT NULL, lag_hours_p50 DOUBLE, lag_hours_p95 DOUBLE,
+  lag_hours_p99 DOUBLE, days_late MAP<INT, BIGINT> NOT NULL
+) USING delta
+"""
+
+
+def test_status_lateness_is_the_series_summed_also_after_an_older_series(fed) -> None:
+    """``tardy status``'s lateness per source and overall is the series' hours added up (the
+    percentiles from their merged sketches), equal to the landing files' own numbers; a
+    series an older tardy wrote (no sketches, one hour only) is rebuilt first."""
+    from tardy import lateness_series
+    from tardy.consumers.status import lateness
+
+    home, _, spark = fed
+    spark.sql("DROP TABLE tardy.lateness_series")
+    spark.sql(SKETCHLESS_DDL)
+    spark.sql(
+        "INSERT INTO tardy.lateness_series VALUES "
+        "('pos', TIMESTAMP'2026-03-02 00:00:00', 1, 1, 1.0, 1.0, 1.0, MAP(0, 1L))"
+    )
+    lateness_series._ENSURED.clear()  # as a new process finds the home
+    grace = 3
+    sources, overall = lateness(spark, grace)
+
+    lags, buckets, rows, without, latest = _landed(home.landing)
+    for item in [*sources, overall]:
+        keys = [k for k in rows if item.source_system in ("*", k[0])]
+        mine = [lag for k in keys for lag in lags.get(k, [])]
+        late = sum(n for k in keys for b, n in buckets.get(k, {}).items() if b > grace)
+        n_rows, unset = sum(rows[k] for k in keys), sum(without[k] for k in keys)
+        assert (item.rows, item.measured_rows, item.rows_without_event_ts) == (
+            n_rows,
+            len(mine),
+            unset,
+        ), item.source_system
+        assert item.rows_event_after_arrival == n_rows - len(mine) - unset > 0
+        assert (item.late_rows, item.late_ratio) == (late, late / len(mine))
+        expected = np.percentile(mine, [50, 95, 99], method="inverted_cdf")
+        got = [item.lag_hours_p50, item.lag_hours_p95, item.lag_hours_p99]
+        assert got == pytest.approx(list(expected), rel=1e-12), item.source_system
+        assert item.max_arrival_ts == max(latest[k] for k in keys).isoformat()
+    assert [s.source_system for s in sources] == sorted(JUMP)
+    assert "lag_sketch" in spark.table("tardy.lateness_series").columns
 
 
 def test_a_lag_jump_of_six_hours_alerts_its_source_only_naming_its_owner(fed) -> None:

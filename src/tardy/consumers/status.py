@@ -13,8 +13,11 @@ Definitions (all times UTC; a day D is the half-open interval [D 00:00, D+1 00:0
   2026-01-07 is the last final day. Bronze empty: no watermark, every day provisional. A
   period of the rollups (a week or month, keyed by its ``first_day``) is final when its last
   day is.
-* **Lateness per source** reads every declared source's bronze records, each by its own
-  event time (``sources.yaml``'s ``event_time``, ``tardy.ingest.tables.arrivals``).
+* **Lateness per source** counts every declared source's bronze records since its first
+  arrival, each by its own event time (``sources.yaml``'s ``event_time``), from the lateness
+  series (``tardy.lateness_series``: per source and arrival hour, kept by ``tardy ingest``
+  and brought up to date by every reader), the same numbers ``status --check``, ``tardy
+  grace`` and the report read; no statement scans bronze for them.
 * **Late arrival** (per bronze row): ``arrival_ts > end(event day) + grace_days``, i.e. the row
   arrived after its event day had become final (strictly after: a row arriving exactly
   ``grace_days`` days after its day ended is on time). ``late_ratio = late_rows /
@@ -26,8 +29,10 @@ Definitions (all times UTC; a day D is the half-open interval [D 00:00, D+1 00:0
   ``beyond_grace_share`` compares arrival *dates*, so it also counts a row arriving exactly at
   the boundary.)
 * **Lag** = ``arrival_ts - event_ts`` in hours, over the measured rows; p50/p95/p99 are
-  Spark's exact ``percentile`` (linear interpolation between the closest ranks, as numpy's
-  default).
+  nearest-rank percentiles (the smallest lag with at least that share of the measured rows
+  at or below it, numpy's ``inverted_cdf``), read from the merged KLL sketches of the
+  series' hours: exact up to 1,024 measured rows per source and hour and 65,535 per source,
+  within the sketch's rank error beyond.
 * **Pending late data** comes from ``tardy.engine.detect.detect``: its manifest's ``impacted``
   intervals are the days (and weeks/months) detect considers closed (older than the last
   computed day minus the grace window, by SQLMesh's state) with bronze changes prod does not
@@ -61,6 +66,7 @@ from tardy.engine.delta import single_row
 from tardy.engine.log import PERIODS_VIEW, ensure_log
 from tardy.engine.trail import ensure_trail, standing_rows
 from tardy.ingest.tables import arrivals, main_table
+from tardy.lateness_series import LATE_SQL, MEASURED_SQL
 from tardy.quarantine.listing import Count
 
 if t.TYPE_CHECKING:
@@ -157,38 +163,6 @@ def status_view_sql(closure: Closure, table_name: str, grace_days: int, bronze: 
         row_key=key_sql(sqlmesh_api.grain(snapshot), "d", "d"),
         changes=", ".join(changes),
     )
-
-
-# A bronze row's lag is measured when its event time is known and not after its arrival; it is
-# late when it arrived after its event day had become final (module docstring).
-MEASURED_SQL = "event_ts IS NOT NULL AND event_ts <= arrival_ts"
-LATE_SQL = "arrival_ts > CAST(DATE_ADD(CAST(event_ts AS DATE), 1 + {grace_days}) AS TIMESTAMP)"
-# Lateness per source system, and over all sources (the grouping set ()); ``{by}`` adds
-# grouping columns (``, arrival_date``: per source and arrival day, ``tardy report``).
-LATENESS_SQL = f"""
-WITH bronze AS (
-  SELECT
-    source_system,
-    arrival_date,
-    arrival_ts,
-    event_ts,
-    {MEASURED_SQL} AS measured,
-    (UNIX_MICROS(arrival_ts) - UNIX_MICROS(event_ts)) / 3600e6 AS lag_hours
-  FROM ({{bronze}})
-)
-SELECT
-  source_system{{by}},
-  GROUPING(source_system) = 1 AS is_total,
-  COUNT(*) AS n_rows,
-  COUNT_IF(measured) AS measured_rows,
-  COUNT_IF(event_ts IS NULL) AS rows_without_event_ts,
-  COUNT_IF(event_ts > arrival_ts) AS rows_event_after_arrival,
-  COUNT_IF(measured AND {LATE_SQL}) AS late_rows,
-  PERCENTILE(CASE WHEN measured THEN lag_hours END, ARRAY(0.5, 0.95, 0.99)) AS lag_hours,
-  MAX(arrival_ts) AS max_arrival_ts
-FROM bronze
-GROUP BY {{grouping}}
-"""
 
 
 @dataclass
@@ -387,22 +361,21 @@ def _hours(values: list[float] | None, index: int) -> float | None:
 
 
 def lateness(spark: SparkSession, grace_days: int) -> tuple[list[SourceStatus], SourceStatus]:
-    """Per-source and overall lateness of bronze (see the module's definitions)."""
+    """Per-source and overall lateness since the first arrival (see the module's
+    definitions): the lateness series brought up to date and summed (two statements when
+    nothing is pending)."""
+    from tardy.lateness_series import extend, totals
+
+    extend(spark)
     sources, overall = [], None
-    query = LATENESS_SQL.format(
-        grace_days=int(grace_days),
-        by="",
-        grouping="GROUPING SETS ((source_system), ())",
-        bronze=arrivals(spark),
-    )
-    for row in spark.sql(query).collect():
-        measured = int(row.measured_rows)
+    for row in totals(spark, grace_days):
+        measured, without = int(row.measured_rows), int(row.rows_without_event_ts)
         item = SourceStatus(
             source_system="*" if row.is_total else row.source_system,
             rows=int(row.n_rows),
             measured_rows=measured,
-            rows_without_event_ts=int(row.rows_without_event_ts),
-            rows_event_after_arrival=int(row.rows_event_after_arrival),
+            rows_without_event_ts=without,
+            rows_event_after_arrival=int(row.n_rows) - measured - without,
             late_rows=int(row.late_rows),
             late_ratio=int(row.late_rows) / measured if measured else None,
             lag_hours_p50=_hours(row.lag_hours, 0),
@@ -415,7 +388,7 @@ def lateness(spark: SparkSession, grace_days: int) -> tuple[list[SourceStatus], 
         else:
             sources.append(item)
     sources.sort(key=lambda s: s.source_system)
-    if overall is None:  # bronze is empty: the grouping sets yield no row at all
+    if overall is None:  # the series is empty: the grouping sets yield no row at all
         overall = SourceStatus("*", 0, 0, 0, 0, 0, None, None, None, None, None)
     return sources, overall
 
