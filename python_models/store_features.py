@@ -33,7 +33,8 @@ WINDOW_DAYS = 28
     # A feature day reads the WINDOW_DAYS daily days ending on it: tardy's restatement closure
     # (tardy.engine.closure) restates the WINDOW_DAYS feature days after a changed daily day.
     # Published too: consumers read its versions by number (tardy publish, tardy versions).
-    tags=[f"restate_window={WINDOW_DAYS}", "published"],
+    # Its own measure: what a diff, a restatement and a release note show (tardy.engine.headline).
+    tags=[f"restate_window={WINDOW_DAYS}", "published", "measure=revenue_28d"],
     grain=["feature_date", "store_id"],
     depends_on=["gold.daily_store_revenue"],
     columns={

@@ -169,7 +169,10 @@ def run_demo(
             restatement = promote_staged(context, spark, restatement.restatement_id)
         promoted = ", ".join(restatement.promoted) or "nothing"
         console.print(f"Promoted {restatement.restatement_id}: {promoted}.")
-        shown = str(context.config.variables.get("restatement_breaker_model", ""))
+        from tardy.engine.headline import headline
+
+        lead = headline(context)
+        shown = lead.model if lead else ""
         _tell_consumers(home, restatement, shown, console)
     else:
         console.print("Nothing to restate.")

@@ -65,7 +65,8 @@ def jvm_output_to(log: Path) -> None:
 def open_context(
     gateway: str | None = None, *, load: bool = True, progress_to_stderr: bool = False
 ) -> Context:
-    """A ``sqlmesh.Context`` for this project and data home.
+    """A ``sqlmesh.Context`` for this project and data home, its settings checked against
+    its models when it is loaded (``tardy.engine.headline.check_settings``).
 
     ``progress_to_stderr`` sends SQLMesh's progress output to stderr, keeping stdout for a
     command's JSON. The Spark JVM's own output goes to ``$TARDY_HOME/logs/spark-driver.log``
@@ -91,7 +92,12 @@ def open_context(
 
     set_console(_Console(console=Console(stderr=progress_to_stderr)))
 
-    return Context(paths=str(project_root()), gateway=gateway, load=load)
+    context = Context(paths=str(project_root()), gateway=gateway, load=load)
+    if load:
+        from tardy.engine.headline import check_settings
+
+        check_settings(context)  # a setting that names nothing stops here, in one line
+    return context
 
 
 ENGINE_REMOTE_VARIABLE = "TARDY_ENGINE_REMOTE"

@@ -1,5 +1,5 @@
 """The readable summary of a data home: rows per layer, lateness (every source, and each),
-quarantine (every source's, by reason), weekly totals.
+quarantine (every source's, by reason), the headline model's weekly totals.
 
 ``tardy summary`` prints it with ``tardy.rendering.summary.render_summary``.
 """
@@ -24,10 +24,13 @@ class Summary:
     rows: dict[str, int]
     lateness: dict[str, object]  # over every source; ``by_source``: the same per source
     quarantined: dict[str, int]  # by reason, every source's quarantine
+    # Per week (Monday first) of the headline model (``tardy.engine.headline``): its rows and
+    # each of its measures summed (decimal text), the headline's measure first.
     weekly: list[dict[str, object]]
     quarantined_by_model: dict[str, dict[str, int]] = field(default_factory=dict)
     # Open and reviewed per source and reason (``tardy quarantine``).
     quarantine_review: list[Count] = field(default_factory=list)
+    headline_model: str = ""  # the model ``weekly`` is of
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -62,6 +65,7 @@ GROUP BY ROLLUP(source_system)
 
 
 def summarize(context: Context, spark: SparkSession, grace_days: int) -> Summary:
+    from tardy.engine.headline import headline
     from tardy.quarantine.listing import counts, read
     from tardy.reporting import quarantine_models
 
@@ -101,18 +105,33 @@ def summarize(context: Context, spark: SparkSession, grace_days: int) -> Summary
     quarantined: dict[str, int] = {}
     for reason, n in sorted((r, n) for by in by_model.values() for r, n in by.items()):
         quarantined[reason] = quarantined.get(reason, 0) + n
-    weekly = [
+    weekly = _weekly(context, spark)
+    review = counts(read(context, spark).records)
+    lead = headline(context)
+    return Summary(
+        rows, lateness, quarantined, weekly, by_model, review, lead.model if lead else ""
+    )
+
+
+def _weekly(context: Context, spark: SparkSession) -> list[dict[str, object]]:
+    """The headline model per week: ``week_start``, ``rows`` and each measure's sum (one
+    statement; none before its table exists)."""
+    from tardy.engine.headline import headline
+
+    lead = headline(context)
+    if lead is None or not spark.catalog.tableExists(lead.model):
+        return []
+    measures = sorted(lead.measures, key=lambda m: m != lead.measure)
+    sums = "".join(f", CAST(SUM(`{m}`) AS STRING) AS `{m}`" for m in measures)
+    rows = spark.sql(
+        f"SELECT CAST(DATE_TRUNC('WEEK', `{lead.time_column}`) AS DATE) AS week_start, "
+        f"COUNT(*) AS rows{sums} FROM {lead.model} GROUP BY 1 ORDER BY 1"
+    ).collect()
+    return [
         {
             "week_start": row.week_start.isoformat(),
-            "transactions": int(row.transactions),
-            "revenue": str(row.revenue),
+            "rows": int(row.rows),
+            **{m: row[m] if row[m] is not None else "0" for m in measures},
         }
-        for row in spark.sql(
-            """
-            SELECT week_start, SUM(transactions) AS transactions, SUM(revenue) AS revenue
-            FROM gold.weekly_store_revenue GROUP BY week_start ORDER BY week_start
-            """
-        ).collect()
+        for row in rows
     ]
-    review = counts(read(context, spark).records)
-    return Summary(rows, lateness, quarantined, weekly, by_model, review)

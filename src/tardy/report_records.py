@@ -24,11 +24,12 @@ class Restated:
 
 @dataclass
 class DailyRevision:
-    """One day of ``gold.daily_store_revenue``, summed over stores: first published vs today."""
+    """One period of the headline model (``tardy.engine.headline``), its measure summed over
+    the period's rows: first published vs today."""
 
-    event_date: str
-    first_published: str  # decimal text: the revenue before any restatement changed the day
-    final: str  # decimal text: today's revenue
+    event_date: str  # the period (the model's time column)
+    first_published: str  # decimal text: the measure before any restatement changed the day
+    final: str  # decimal text: today's
     revision: int  # restatements (not rolled back) that changed the day; 0 = never restated
     period_status: str  # final / provisional
     restatements: list[Restated] = field(default_factory=list)  # oldest first
@@ -85,7 +86,7 @@ class IntervalChange:
     model: str
     start: str
     end: str
-    measure: str | None  # the DECIMAL column shown (revenue, net_amount, ...), None if none
+    measure: str | None  # the DECIMAL column shown (the model's own measure), None if none
     before: str | None
     after: str | None
     rows_before: int
@@ -140,7 +141,7 @@ class Report:
     generated_at: str
     home: str
     grace_days: int
-    daily: list[DailyRevision]
+    daily: list[DailyRevision]  # the headline model's periods
     periods: list[RestatedPeriod]
     lateness: list[LatenessHour]
     quarantine: list[QuarantineDay]
@@ -152,6 +153,9 @@ class Report:
     lag_limits: dict[str, float] = field(default_factory=dict)
     # Quarantined records open and reviewed per source and reason (``tardy quarantine``).
     quarantine_review: list[Count] = field(default_factory=list)
+    # The model and measure ``daily`` is of (``tardy.engine.headline``); "" when none.
+    headline_model: str = ""
+    headline_measure: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -170,7 +174,7 @@ class RestatementReport:
     changes: list[TrailRow]  # the change trail's rows of this restatement (first 200)
     changes_total: int
     how_to: list[str]  # the commands that promote, discard or roll it back
-    # What the circuit breaker watched ("gold.daily_store_revenue: a closed day moving by
+    # What the circuit breaker watched ("<model>: a closed day moving by
     # more than 25%"); None when this home holds no diff of the restatement.
     breaker_rule: str | None = None
 

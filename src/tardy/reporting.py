@@ -12,16 +12,10 @@ import typing as t
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tardy.consumers.status import (
-    DAILY_MEASURE,
-    DAILY_STATUS_VIEW,
-    DAILY_TABLE,
-    REMOVED_ROWS_SQL,
-    ensure_status_view,
-    measure_type,
-)
+from tardy.consumers.status import ensure_status_view
 from tardy.engine import log, sqlmesh_api, trail
 from tardy.engine.diff import measure_of
+from tardy.engine.headline import Headline, headline
 from tardy.engine.log import PERIODS_VIEW, Action
 from tardy.engine.plan import report_dir
 from tardy.engine.trail import standing_rows
@@ -64,22 +58,41 @@ def _iso(value: t.Any) -> str:
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
-def _daily(spark: SparkSession) -> list[DailyRevision]:
-    """Per day, summed over stores: first published and today's value (the status view), and
-    the restatements (promoted, not rolled back) that changed it (the change trail)."""
-    measure = DAILY_MEASURE
-    removed = REMOVED_ROWS_SQL.format(measure_type=measure_type(spark))
-    # A day restatements emptied has no row in the view: only its removed rows, final 0 (a
-    # restatement removes rows of closed, i.e. final, days only).
+# The rows of the headline model that promoted (not rolled back) restatements removed, and
+# no later one added back: its status view lacks them, yet they moved their period. Per row:
+# its period, revision and first published value (``{measure_type}``: the measure's).
+REMOVED_ROWS_SQL = """
+SELECT event_date, COUNT(DISTINCT restatement_id) AS revision,
+       CAST(MIN_BY(COALESCE(before['{measure}'], '0'), promoted_at) AS {measure_type})
+         AS first_published
+FROM ({standing})
+GROUP BY row_key, event_date
+HAVING MAX_BY(change, promoted_at) = 'removed'
+"""
+
+
+def _daily(spark: SparkSession, lead: Headline | None, view: str | None) -> list[DailyRevision]:
+    """Per period of the headline model, its measure summed over the period's rows: first
+    published and today's value (its status view ``view``), and the restatements (promoted,
+    not rolled back) that changed it (the change trail). None before the model exists."""
+    if lead is None or lead.measure is None or view is None:
+        return []
+    measure, time = lead.measure, lead.time_column
+    kind = spark.table(lead.model).schema[measure].dataType.simpleString()
+    removed = REMOVED_ROWS_SQL.format(
+        measure=measure, measure_type=kind, standing=standing_rows(lead.model)
+    )
+    # A period restatements emptied has no row in the view: only its removed rows, final 0
+    # (a restatement removes rows of closed, i.e. final, periods only).
     days = spark.sql(
         f"""
         SELECT event_date, COALESCE(MAX(period_status), 'final') AS period_status,
                MAX(revision) AS revision, CAST(SUM(first) AS STRING) AS first,
                CAST(SUM(final) AS STRING) AS final
         FROM (
-          SELECT event_date, period_status, revision, first_published_{measure} AS first,
-                 {measure} AS final
-          FROM {DAILY_STATUS_VIEW}
+          SELECT `{time}` AS event_date, period_status, revision,
+                 `first_published_{measure}` AS first, `{measure}` AS final
+          FROM {view}
           UNION ALL
           SELECT event_date, NULL, revision, first_published, 0 FROM ({removed})
         )
@@ -90,7 +103,7 @@ def _daily(spark: SparkSession) -> list[DailyRevision]:
     for row in spark.sql(
         f"""
         SELECT DISTINCT event_date, restatement_id, reason, promoted_at
-        FROM ({standing_rows(DAILY_TABLE)})
+        FROM ({standing_rows(lead.model)})
         ORDER BY promoted_at
         """
     ).collect():
@@ -272,7 +285,7 @@ def gather(context: Context, spark: SparkSession) -> Report:
     from tardy.consumers.card import cards
 
     grace = int(context.config.variables["grace_days"])
-    ensure_status_view(context, spark)
+    view, lead = ensure_status_view(context, spark), headline(context)
     lateness, alerts, limits = _lateness(context, spark, grace)
     periods = [
         RestatedPeriod(
@@ -289,7 +302,9 @@ def gather(context: Context, spark: SparkSession) -> Report:
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         home=str(activate().root),
         grace_days=grace,
-        daily=_daily(spark),
+        daily=_daily(spark, lead, view),
+        headline_model=lead.model if lead else "",
+        headline_measure=(lead.measure or "") if lead else "",
         periods=periods,
         lateness=lateness,
         quarantine=_quarantine(context, spark),

@@ -172,6 +172,7 @@ def status() -> Status:
                 "2026-01-15 09:41:00",
             )
         ],
+        view="tardy.daily_store_revenue_status",
         revisions=DAILY_MOVED,
         revisions_by_model={
             "gold.daily_store_revenue": DAILY_MOVED,
@@ -269,9 +270,10 @@ def summary() -> Summary:
             "silver.store_quarantine": {"unknown_store": 3},
         },
         weekly=[
-            {"week_start": "2025-12-29", "transactions": 5_360_334, "revenue": "12345678.90"},
-            {"week_start": "2026-01-05", "transactions": 5_360_412, "revenue": "123456789.05"},
+            {"week_start": "2025-12-29", "rows": 5_360_334, "revenue": "12345678.90"},
+            {"week_start": "2026-01-05", "rows": 5_360_412, "revenue": "123456789.05"},
         ],
+        headline_model="gold.daily_store_revenue",
     )
 
 
@@ -648,7 +650,8 @@ def test_status_keeps_its_messages() -> None:
     text = TABLES["status"]()
     assert "2026-02-11T23:59:58.123456+00:00" in text and "2026-02-10" in text
     assert "Lateness by source" in text and "tardy detect" in text
-    assert "Per day: SELECT * FROM tardy.daily_store_revenue_status" in text
+    # The headline's status view, its query alone on its line (to copy).
+    assert "SELECT * FROM tardy.daily_store_revenue_status" in text.splitlines()
 
 
 def test_status_without_pending_late_data_says_so_in_one_line() -> None:

@@ -389,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     pub.set_defaults(func=cmd_publish)
 
     ver = sub.add_parser("versions", help="the published versions of each published model")
-    ver.add_argument("table", nargs="?", help="one model, e.g. gold.daily_store_revenue")
+    ver.add_argument("table", nargs="?", help="one published model (schema.name)")
     ver.add_argument(
         "--check",
         action="store_true",
@@ -406,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     card = sub.add_parser(
         "card", help="a published model's data product card: owner, version, finality"
     )
-    card.add_argument("table", help="a published model, e.g. gold.daily_store_revenue")
+    card.add_argument("table", help="a published model (schema.name)")
     card.add_argument("--json", action="store_true")
     card.set_defaults(func=cmd_card)
 

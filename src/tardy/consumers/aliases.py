@@ -31,7 +31,7 @@ if t.TYPE_CHECKING:
 
     from tardy.engine.closure import Closure
 
-FINAL_SUFFIX = "_final"  # gold.daily_store_revenue -> gold_final.daily_store_revenue
+FINAL_SUFFIX = "_final"  # gold.daily_sales -> gold_final.daily_sales
 
 
 def final_name(table_name: str) -> str:

@@ -30,9 +30,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from sqlglot import exp
-
-from tardy.engine import delta, sqlmesh_api
+from tardy.engine import delta, headline, sqlmesh_api
 from tardy.engine.diff import compare_sql, measure_of, sums_map
 from tardy.engine.stage import StagedTable
 
@@ -131,15 +129,9 @@ class Note:
 
 
 def measures_of(snapshot: Snapshot) -> list[str]:
-    """The model's numeric columns outside its grain and time column, in its column order."""
-    model = snapshot.model
-    grain = set(sqlmesh_api.grain(snapshot))
-    time = sqlmesh_api.time_column(snapshot)
-    return [
-        name
-        for name, kind in (model.columns_to_types or {}).items()
-        if name not in grain and name != time and kind.is_type(*exp.DataType.NUMERIC_TYPES)
-    ]
+    """The model's numeric columns outside its grain and time column, in its column order
+    but its own measure first (``tardy.engine.headline.measures_of``)."""
+    return list(headline.measures_of(snapshot.model))
 
 
 def folder(home: Path, table_name: str) -> Path:

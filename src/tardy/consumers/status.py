@@ -48,9 +48,10 @@ the model plus ``data_watermark``, ``period_status`` and ``revision``, each meas
 published and its change since, and when, why and by which restatement the period was last
 restated (``tardy.restated_periods``), computed from bronze when it is read, so it never goes
 stale; the grace window is written into it when ``ensure_status_views`` (re)creates it:
-``tardy publish`` does, and every ``status`` call does for
-``tardy.daily_store_revenue_status``, the one ``status`` points its reader to (its moved
-rows per model come from ``tardy.consumers.revisions``, which reads no view).
+``tardy publish`` does, and every ``status`` call does for the headline model's
+(``tardy.engine.headline``: the project's ``headline_model``, else its first published
+model), the one ``status`` points its reader to (its moved rows per model come from
+``tardy.consumers.revisions``, which reads no view).
 
 ``tardy status`` prints a ``Status`` with ``tardy.rendering.status.render_status``.
 """
@@ -63,6 +64,7 @@ from datetime import date, datetime, timedelta
 
 from tardy.consumers.revisions import Revisions
 from tardy.engine.delta import single_row
+from tardy.engine.headline import headline
 from tardy.engine.log import PERIODS_VIEW, ensure_log
 from tardy.engine.trail import ensure_trail, standing_rows
 from tardy.ingest.tables import arrivals, main_table
@@ -76,10 +78,7 @@ if t.TYPE_CHECKING:
     from tardy.engine.closure import Closure
     from tardy.engine.detect import Manifest
 
-DAILY_TABLE = "gold.daily_store_revenue"
-DAILY_MEASURE = "revenue"
 STATUS_SCHEMA = "tardy"
-DAILY_STATUS_VIEW = f"{STATUS_SCHEMA}.daily_store_revenue_status"  # status_view_name's
 
 # The per-period status view of a published model (``status_view_sql``): every column of the
 # model, the data watermark, the status of the period (final when its last day lies before
@@ -120,7 +119,7 @@ FROM rows
 
 
 def status_view_name(table_name: str) -> str:
-    """``gold.daily_store_revenue`` -> ``tardy.daily_store_revenue_status``."""
+    """``<schema>.<table>`` -> ``tardy.<table>_status``."""
     return f"{STATUS_SCHEMA}.{table_name.split('.', 1)[1]}_status"
 
 
@@ -225,24 +224,6 @@ def restated_days(
     ]
 
 
-# The rows of daily gold that promoted (not rolled back) restatements removed, and no later
-# one added back: the status view (daily gold's rows) lacks them, yet they moved their day.
-# Per row: its day, revision and first published value (``{{measure_type}}``: the measure's).
-REMOVED_ROWS_SQL = f"""
-SELECT event_date, COUNT(DISTINCT restatement_id) AS revision,
-       CAST(MIN_BY(COALESCE(before['{DAILY_MEASURE}'], '0'), promoted_at) AS {{measure_type}})
-         AS first_published
-FROM ({standing_rows(DAILY_TABLE)})
-GROUP BY row_key, event_date
-HAVING MAX_BY(change, promoted_at) = 'removed'
-"""
-
-
-def measure_type(spark: SparkSession) -> str:
-    """The SQL type of daily gold's measure (``decimal(18,2)``)."""
-    return spark.table(DAILY_TABLE).schema[DAILY_MEASURE].dataType.simpleString()
-
-
 @dataclass
 class Status:
     max_arrival_ts: str | None
@@ -256,12 +237,13 @@ class Status:
     pending_provisional: dict[str, list[list[str]]]
     absorbed_but_final: dict[str, list[list[str]]]
     detect: dict[str, object] = field(default_factory=dict)
-    view: str = DAILY_STATUS_VIEW
+    # The headline's status view (``tardy.engine.headline``); None before its first plan.
+    view: str | None = None
     # The periods of every published model that a promoted restatement changed, with the
     # latest one.
     restated: list[RestatedDay] = field(default_factory=list)
     # How much restated days moved since first published.
-    revisions: Revisions = field(default_factory=Revisions)  # daily gold's (``DAILY_TABLE``)
+    revisions: Revisions = field(default_factory=Revisions)  # the headline model's
     # Every published model's that restatements moved (``tardy.consumers.revisions``).
     revisions_by_model: dict[str, Revisions] = field(default_factory=dict)
     # How long the oldest pending late row for a final day has waited (None: none pending).
@@ -325,11 +307,14 @@ def split_by_finality(
     return pending_final, pending_provisional, absorbed_final
 
 
-def ensure_status_view(context: Context, spark: SparkSession) -> str:
-    """(Re)create ``tardy.daily_store_revenue_status``; returns its name."""
-    if not spark.catalog.tableExists(DAILY_TABLE):
-        raise RuntimeError(f"{DAILY_TABLE} does not exist yet: run `sqlmesh plan` first")
-    return ensure_status_views(context, spark, [DAILY_TABLE])[0]
+def ensure_status_view(context: Context, spark: SparkSession) -> str | None:
+    """(Re)create the headline model's status view (``tardy.engine.headline``); returns its
+    name, or None when the project publishes no model or its table does not exist yet (no
+    ``sqlmesh plan`` has built it)."""
+    lead = headline(context)
+    if lead is None or not spark.catalog.tableExists(lead.model):
+        return None
+    return ensure_status_views(context, spark, [lead.model])[0]
 
 
 def ensure_status_views(
@@ -425,7 +410,7 @@ def pending_age_hours(
 def status(context: Context, spark: SparkSession) -> Status:
     """The data watermark, per-source lateness, and final periods with pending late data.
 
-    Also (re)creates the view ``tardy.daily_store_revenue_status``.
+    Also (re)creates the headline model's status view (``ensure_status_view``).
     """
     from tardy.consumers.revisions import revisions
     from tardy.consumers.versions import published_snapshots
@@ -435,7 +420,8 @@ def status(context: Context, spark: SparkSession) -> Status:
     from tardy.quarantine.listing import counts, read
 
     grace = int(context.config.variables["grace_days"])
-    ensure_status_view(context, spark)
+    view = ensure_status_view(context, spark)
+    lead = headline(context)
     published = published_snapshots(context)
     sources, overall = lateness(spark, grace)
     max_arrival = datetime.fromisoformat(overall.max_arrival_ts) if overall.max_arrival_ts else None
@@ -466,7 +452,8 @@ def status(context: Context, spark: SparkSession) -> Status:
             "absorbed_by_next_run": manifest.absorbed_by_next_run,
         },
         restated=restated_days(spark, published, closure, watermark),
-        revisions=moved.get(DAILY_TABLE, Revisions(model=DAILY_TABLE)),
+        view=view,
+        revisions=moved.get(lead.model, Revisions(model=lead.model)) if lead else Revisions(),
         revisions_by_model=moved,
         pending_age_hours=(
             pending_age_hours(spark, manifest.previous_watermark, grace)

@@ -49,6 +49,7 @@ from urllib.parse import urlparse
 
 from tardy.consumers.aliases import point_final
 from tardy.engine import delta, sqlmesh_api
+from tardy.engine.headline import PUBLISHED_TAG
 from tardy.engine.meter import Meter
 from tardy.engine.promote import tag as commit_tag
 from tardy.errors import InputError, TardyError
@@ -62,14 +63,13 @@ if t.TYPE_CHECKING:
 
     from tardy.consumers.notes import Note
 
-PUBLISHED_TAG = "published"
 TABLE = "tardy.published_versions"
 LATEST = "latest"
 NULL = "\\N"
 PROMOTE_TAG = commit_tag("", "promote")  # a promotion's Delta commits: tardy:promote:<id>
 TARDY_TAG = PROMOTE_TAG.split(":")[0] + ":"  # tardy's commits: tardy:<action>:<id>
 RUN = "run"
-VIEW_SUFFIX = "_published"  # gold.daily_store_revenue -> gold_published.daily_store_revenue
+VIEW_SUFFIX = "_published"  # gold.daily_sales -> gold_published.daily_sales
 
 DDL = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (

@@ -76,7 +76,7 @@ class Breaker:
     """What the circuit breaker watches: one model's rows and one measure, per day."""
 
     model: str | None
-    measure: str
+    measure: str | None  # None: the model's row count only
     threshold: float
 
 
@@ -191,9 +191,8 @@ class Diff:
 
 
 def measure_of(sums: dict[str, str]) -> str | None:
-    for preferred in ("revenue", "net_amount", "revenue_28d"):
-        if preferred in sums:
-            return preferred
+    """The measure a model's sums show: the first (the diff puts the model's own first:
+    ``tardy.engine.headline``)."""
     return next(iter(sums), None)
 
 
@@ -338,6 +337,7 @@ def diff_tables(
     for index, (staged, grain) in enumerate(tables):
         schema = spark.table(staged.prod_table).schema
         columns = [f.name for f in schema.fields if f.dataType.typeName() == "decimal"]
+        columns.sort(key=lambda name: name != staged.measure)  # the model's own measure first
         decimals.append(columns)
         parts.append(
             COUNTS_SQL.format(
@@ -429,14 +429,16 @@ def breaker(table: TableDiff, watch: Breaker) -> list[BreakerTrip]:
     threshold (relative), staged against prod."""
     trips = []
     for day in sorted(table.days, key=lambda d: d.day):
-        for measure, before, after in (
-            ("rows", Decimal(day.rows_before), Decimal(day.rows_after)),
-            (
-                watch.measure,
-                Decimal(day.sums_before.get(watch.measure, "0")),
-                Decimal(day.sums_after.get(watch.measure, "0")),
-            ),
-        ):
+        watched = [("rows", Decimal(day.rows_before), Decimal(day.rows_after))]
+        if watch.measure is not None:
+            watched.append(
+                (
+                    watch.measure,
+                    Decimal(day.sums_before.get(watch.measure, "0")),
+                    Decimal(day.sums_after.get(watch.measure, "0")),
+                )
+            )
+        for measure, before, after in watched:
             if before == after:
                 continue
             change = None if before == 0 else float((after - before) / abs(before))

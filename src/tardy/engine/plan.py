@@ -23,6 +23,7 @@ from pathlib import Path
 from tardy.engine import sqlmesh_api
 from tardy.engine.closure import Closure, days_of
 from tardy.engine.diff import Breaker
+from tardy.engine.headline import breaker_target
 from tardy.engine.watermark import Pending
 from tardy.home import activate
 
@@ -77,11 +78,13 @@ class Plan:
 
 
 def watched(context: Context, threshold: float | None) -> Breaker:
-    """The circuit breaker's model, measure and threshold (config variables)."""
+    """The circuit breaker's model, measure (``headline.breaker_target``) and threshold
+    (config variables)."""
+    model, measure = breaker_target(context)
     variables = context.config.variables
     return Breaker(
-        model=variables.get("restatement_breaker_model"),
-        measure=str(variables.get("restatement_breaker_measure", "revenue")),
+        model=model,
+        measure=measure,
         threshold=float(variables.get("restatement_max_change", DEFAULT_MAX_CHANGE))
         if threshold is None
         else threshold,

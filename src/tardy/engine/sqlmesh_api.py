@@ -16,6 +16,7 @@ from datetime import UTC, date, datetime, timedelta
 from sqlglot import exp, parse_one
 
 from tardy.audited_intervals import INTERVALS_VARIABLE
+from tardy.engine.headline import grain_of, tag_value_of
 from tardy.errors import TardyError
 
 if t.TYPE_CHECKING:
@@ -89,16 +90,12 @@ def version(snapshot: Snapshot) -> str:
 
 def grain(snapshot: Snapshot) -> list[str]:
     """The model's grain columns (its key), empty when it declares none."""
-    return [c.name for g in snapshot.model.grains for c in g.find_all(exp.Column)]
+    return list(grain_of(snapshot.model))
 
 
 def tag_value(snapshot: Snapshot, name: str) -> str | None:
     """The value of a ``name=value`` tag of the model (``tags ('restate_window=28')``)."""
-    for tag in snapshot.model.tags:
-        key, _, value = tag.partition("=")
-        if key.strip() == name:
-            return value.strip()
-    return None
+    return tag_value_of(snapshot.model, name)
 
 
 def last_computed_day(snapshot: Snapshot) -> date | None:

@@ -43,6 +43,7 @@ import pandas as pd
 from sqlglot import exp
 
 from tardy.engine import delta, environment, sqlmesh_api
+from tardy.engine.headline import measure_tag
 from tardy.home import data_home
 from tardy.key_index import KEY_RESTRICTION_VARIABLE, KeySet
 from tardy.sql import in_list
@@ -68,6 +69,7 @@ class StagedTable:
     intervals: list[list[str]]  # evaluated
     snapshot_version: str
     changed: list[list[str]] = field(default_factory=list)  # the days whose rows changed
+    measure: str | None = None  # the model's ``measure=`` tag (its diff's sums show it first)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -168,6 +170,7 @@ def prepare(
         version_before=version,
         intervals=intervals,
         snapshot_version=sqlmesh_api.version(snapshot),
+        measure=measure_tag(snapshot.model),
     )
 
 

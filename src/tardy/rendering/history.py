@@ -17,12 +17,11 @@ if t.TYPE_CHECKING:
 
 
 def _delta(before: dict[str, str] | None, after: dict[str, str] | None) -> str:
-    """The columns a change touched, ``column: before → after``; a whole row when added or
-    removed (its amount)."""
+    """The columns a change touched, ``column: before → after``; the whole row (each column
+    with a value, in the model's order) when added or removed."""
     if before is None or after is None:
         row = after or before or {}
-        shown = ("event_date", "net_amount", "revenue")
-        return ", ".join(f"{k}: {row[k]}" for k in shown if k in row)
+        return ", ".join(f"{k}: {v}" for k, v in row.items() if v is not None)
     touched = sorted(k for k in after if before.get(k) != after[k])
     return "; ".join(f"{k}: {before.get(k)} → {after[k]}" for k in touched)
 

@@ -120,7 +120,8 @@ def render_status(result: Status, console: Console) -> None:
         from tardy.rendering.quarantine import counts_table
 
         console.print(counts_table(result.quarantine_review))
-    console.print(f"Per day: SELECT * FROM {result.view}", markup=False)
+    if result.view is not None:
+        console.print("Per period:", f"SELECT * FROM {result.view}", sep="\n", markup=False)
 
 
 def moved_line(moved: Revisions) -> str:

@@ -1,10 +1,10 @@
 """``tardy summary`` (and the demo's end): rows per layer, the quarantine by model and reason,
-late arrivals per source, weekly revenue."""
+late arrivals per source, the headline model's weekly totals."""
 
 from __future__ import annotations
 
 import typing as t
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from rich.console import Console
 from rich.markup import escape
@@ -63,15 +63,24 @@ def late_arrivals_table(by_source: Mapping[str, Mapping[str, t.Any]], grace_days
     return table
 
 
-def weekly_table(weekly: Iterable[dict[str, object]]) -> Table:
-    table = Table(title="Gold revenue by week (all stores)")
+def weekly_table(weekly: t.Sequence[dict[str, object]], model: str) -> Table:
+    """Per week: the headline model's first measure (its own) and its rows."""
+    measure = next((k for k in (weekly[0] if weekly else {}) if k not in WEEK_KEYS), None)
+    table = Table(title=f"{model or 'The headline model'} by week")
     table.add_column("week", no_wrap=True)
-    table.add_column("transactions", justify="right")
-    table.add_column("revenue", justify="right")
+    if measure is not None:
+        table.add_column(measure, justify="right", overflow="fold")
+    table.add_column("rows", justify="right")
     for week in weekly:
-        transactions = t.cast(int, week["transactions"])
-        table.add_row(str(week["week_start"]), f"{transactions:,}", amount(week["revenue"]))
+        rows = f"{t.cast(int, week['rows']):,}"
+        if measure is None:
+            table.add_row(str(week["week_start"]), rows)
+        else:
+            table.add_row(str(week["week_start"]), amount(week[measure]), rows)
     return table
+
+
+WEEK_KEYS = ("week_start", "rows")
 
 
 def render_summary(summary: Summary, console: Console) -> None:
@@ -91,4 +100,4 @@ def render_summary(summary: Summary, console: Console) -> None:
         from tardy.rendering.quarantine import counts_table
 
         console.print(counts_table(summary.quarantine_review))
-    console.print(weekly_table(summary.weekly))
+    console.print(weekly_table(summary.weekly, summary.headline_model))

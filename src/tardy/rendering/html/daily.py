@@ -1,5 +1,5 @@
-"""The daily chart: revenue per day, first published vs today, restated and provisional days
-marked.
+"""The daily chart: the headline model's measure per period, first published vs today,
+restated and provisional periods marked.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tardy.consumers.status import DAILY_TABLE
 from tardy.rendering.html.style import (
     BLUE,
     GREEN,
@@ -72,10 +71,11 @@ def half_day_around(first: str, last: str) -> tuple[str, str]:
     return start.isoformat(sep=" "), end.isoformat(sep=" ")
 
 
-def daily_figure(days: Sequence[DailyRevision]) -> go.Figure:
-    """First published vs final per day (top), their difference (bottom), restated days marked."""
+def daily_figure(days: Sequence[DailyRevision], model: str, measure: str) -> go.Figure:
+    """First published vs final per period of ``model`` (top), their difference (bottom),
+    restated periods marked."""
     if not days:
-        return nothing_yet(f"Nothing yet: {DAILY_TABLE} has no days.")
+        return nothing_yet(f"Nothing yet: {model or 'no published model'} has no periods.")
     x = [d.event_date for d in days]
     hover = [day_hover(d) for d in days]
     figure = make_subplots(
@@ -130,6 +130,6 @@ def daily_figure(days: Sequence[DailyRevision]) -> go.Figure:
             x0=start, x1=end, fillcolor="#fde68a", opacity=0.5, layer="below", line_width=0
         )
     figure.update_layout(template=TEMPLATE, height=520, bargap=0.1)
-    figure.update_yaxes(title_text="revenue, all stores", row=1, col=1)
+    figure.update_yaxes(title_text=f"{measure or 'rows'}, summed", row=1, col=1)
     figure.update_yaxes(title_text="change", row=2, col=1)
     return figure

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tardy.consumers.status import DAILY_TABLE
 from tardy.rendering.html.daily import daily_figure
 from tardy.rendering.html.intervals import intervals_figure
 from tardy.rendering.html.lateness import lateness_figure
@@ -49,13 +48,14 @@ def report_page(report: Report) -> str:
     charts = [
         Chart(
             "daily",
-            f"{DAILY_TABLE}: first published vs today",
-            "Revenue per day, summed over all stores. The dotted grey line is the value first "
+            f"{report.headline_model}: first published vs today",
+            f"{report.headline_measure or 'Rows'} per period, summed over the model's rows "
+            "(the project's headline model). The dotted grey line is the value first "
             "published, the blue line today's value; they part only where a restatement "
             "changed the day (orange diamonds, r1, r2… = how many times). The bars below show "
             "final minus first published. Yellow bands: provisional days, still inside the "
             "grace window. Hover a day for the restatements and their reasons.",
-            daily_figure(report.daily),
+            daily_figure(report.daily, report.headline_model, report.headline_measure),
             empty=not report.daily,
         ),
         Chart(
