@@ -474,10 +474,38 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, ValueError | FileExistsError | RuntimeError):  # e.g. SQLMesh's
             err.print(f"[red]error:[/] {exc}")
             return 1
-        raise
+        return report_unexpected(exc)
     finally:
         if home is not None:
             _deliver(home)
+
+
+ERRORS_LOG = "errors.log"
+
+
+def report_unexpected(exc: Exception) -> int:
+    """An error tardy did not expect (an engine's, mostly: a Spark ``AnalysisException`` on a
+    model missing a column): one line with its kind and its message's first line, the whole
+    traceback appended to the data home's ``logs/errors.log``; exit 1."""
+    import sys
+    import traceback
+
+    from rich.markup import escape
+
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    where = ""
+    try:
+        log = activate().logs / ERRORS_LOG
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as out:
+            out.write(f"--- {datetime.now(UTC).isoformat(timespec='seconds')} {sys.argv}\n")
+            out.write("".join(traceback.format_exception(exc)))
+        where = f" (the traceback: {log})"
+    except Exception:  # noqa: BLE001 - no home to log in: the line alone
+        pass
+    line = escape(f"{type(exc).__name__}: {first[:300]}{where}")
+    err.print(f"[red]error:[/] {line}", highlight=False, soft_wrap=True)
+    return 1
 
 
 def _deliver(home: Path) -> None:

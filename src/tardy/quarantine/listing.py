@@ -79,24 +79,69 @@ class Count:
     oldest_open_hours: float | None  # on the feed's clock; None: nothing open
 
 
+# What tardy reads of a quarantine model; ``arrival_ts``, when the model lacks it (a model
+# written before quarantine review), is its record's arrival in bronze (by ``record_id``).
+REQUIRED_COLUMNS = ("record_id", "source_file", "reason", "raw_record")
+ARRIVAL_COLUMN = "arrival_ts"
+
+
 def quarantine_models(context: Context) -> dict[str, str | None]:
     """Prod's models tagged ``quarantine``: name -> time column (None: it has none)."""
+    return {name: column for name, (column, _) in _tagged(context).items()}
+
+
+def _tagged(context: Context) -> dict[str, tuple[str | None, set[str]]]:
+    """Prod's models tagged ``quarantine``: name -> (time column, its columns)."""
     from tardy.engine.sqlmesh_api import prod_snapshots
 
-    out: dict[str, str | None] = {}
+    out: dict[str, tuple[str | None, set[str]]] = {}
     for snapshot in prod_snapshots(context).values():
         model = snapshot.model if snapshot.is_model else None
         if model is not None and TAG in model.tags:
-            out[model.name] = model.time_column.column.name if model.time_column else None
+            column = model.time_column.column.name if model.time_column else None
+            out[model.name] = (column, set(model.columns_to_types or {}))
     return dict(sorted(out.items()))
 
 
-def _records_sql(models: dict[str, str | None], clock_sql: str) -> str:
+def checked(context: Context) -> dict[str, tuple[str | None, bool]]:
+    """The quarantine models: name -> (time column, whether it has ``arrival_ts``); an
+    ``InputError`` names a model that lacks a column tardy reads, and the column."""
+    out = {}
+    for name, (column, columns) in _tagged(context).items():
+        if not columns:  # SQLMesh could not tell its columns: read it as it is
+            out[name] = (column, True)
+            continue
+        for needed in REQUIRED_COLUMNS:
+            if needed not in columns:
+                raise InputError(
+                    f"{name}: a model tagged {TAG} needs the column {needed} (tardy reads "
+                    f"{', '.join(REQUIRED_COLUMNS)} and {ARRIVAL_COLUMN}: "
+                    "docs/adding-a-source.md)"
+                )
+        out[name] = (column, ARRIVAL_COLUMN in columns)
+    return out
+
+
+def _records_sql(
+    spark: SparkSession, models: dict[str, tuple[str | None, bool]], clock_sql: str
+) -> str:
+    from tardy.ingest.tables import bronze_tables
+
+    arrived = (
+        " UNION ALL ".join(
+            f"SELECT record_id, arrival_ts FROM {table.name}"
+            for table in bronze_tables()
+            if spark.catalog.tableExists(table.name)
+        )
+        or "SELECT CAST(NULL AS STRING) AS record_id, CAST(NULL AS TIMESTAMP) AS arrival_ts"
+    )
     parts = [
-        f"SELECT {literal(model)} AS model, record_id, source_file, reason, raw_record, "
-        f"arrival_ts, CAST({f'`{column}`' if column else 'NULL'} AS STRING) AS day "
-        f"FROM {model}"
-        for model, column in models.items()
+        f"SELECT {literal(model)} AS model, q.record_id, q.source_file, q.reason, "
+        f"q.raw_record, {'q.arrival_ts' if has_arrival else 'b.arrival_ts'}, "
+        f"CAST({f'q.`{column}`' if column else 'NULL'} AS STRING) AS day "
+        f"FROM {model} AS q"
+        + ("" if has_arrival else f" LEFT JOIN ({arrived}) AS b ON b.record_id = q.record_id")
+        for model, (column, has_arrival) in models.items()
     ]
     return (
         f"WITH clock AS ({clock_sql}) SELECT q.*, clock.now FROM ("
@@ -134,14 +179,14 @@ class Listing:
 def read(context: Context, spark: SparkSession, clock: datetime | None = None) -> Listing:
     """Every quarantined record with its review; ``clock``: the feed's clock when the
     caller read it already (``tardy status``)."""
-    models = quarantine_models(context)
+    models = checked(context)
     if not models:
         return Listing([], clock)
     decisions = latest(spark)
     found, now = [], clock
-    for row in spark.sql(_records_sql(models, _clock_sql(spark, clock))).collect():
+    for row in spark.sql(_records_sql(spark, models, _clock_sql(spark, clock))).collect():
         now = row.now
-        age = (now - row.arrival_ts).total_seconds() / 3600 if now else None
+        age = (now - row.arrival_ts).total_seconds() / 3600 if now and row.arrival_ts else None
         found.append(
             Quarantined(
                 record_id=row.record_id,
@@ -149,7 +194,7 @@ def read(context: Context, spark: SparkSession, clock: datetime | None = None) -
                 model=row.model,
                 reason=row.reason,
                 day=row.day,
-                arrival_ts=row.arrival_ts.isoformat(),
+                arrival_ts=row.arrival_ts.isoformat() if row.arrival_ts else "",
                 age_hours=None if age is None else round(age, 1),
                 raw_record=row.raw_record,
                 source_file=row.source_file,
