@@ -233,7 +233,7 @@ def extend(spark: SparkSession) -> Extension:
     done = Extension()
     with meter.step("series"):
         ensure_tables(spark)
-        pending = query(spark, PENDING_SQL).collect()
+        pending = _pending(spark)
         dates: dict[str, set[date]] = defaultdict(set)
         for row in pending:
             table = table_of(row.source_system)
@@ -260,6 +260,17 @@ def extend(spark: SparkSession) -> Extension:
     done.dates = {name: sorted(d.isoformat() for d in days) for name, days in dates.items()}
     done.statements = meter.statements["series"]
     return done
+
+
+def _pending(spark: SparkSession) -> list[t.Any]:
+    """The ledger's files the series does not cover (none before the first ingest created
+    the ledger)."""
+    try:
+        return query(spark, PENDING_SQL).collect()
+    except Exception as error:
+        if "TABLE_OR_VIEW_NOT_FOUND" in str(error) and LEDGER_TABLE.split(".")[1] in str(error):
+            return []
+        raise
 
 
 @dataclass(frozen=True)

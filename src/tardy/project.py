@@ -34,6 +34,9 @@ def quiet_logs() -> None:
     ``spark.sql.catalogImplementation`` SQLMesh asks for (the server's is ``hive``)."""
     for name in ("py4j", "py4j.clientserver", "sqlmesh", "sqlglot"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    # PySpark logs a failed statement's query context as a JSON line on stderr before it
+    # raises; the error itself reaches the command, which says it in one line.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     os.environ.setdefault("PYSPARK_PIN_THREAD", "true")
     quiet_connect()
 
@@ -181,6 +184,21 @@ def notification_targets() -> list[t.Any]:
         with _environ(**{warm.ENGINE_VARIABLE: "off", ENGINE_REMOTE_VARIABLE: remote}):
             _targets[root] = list(load_config().notification_targets)
     return _targets[root]
+
+
+_variables: dict[Path, dict[str, t.Any]] = {}
+
+
+def load_variables() -> dict[str, t.Any]:
+    """The project's config variables (``project.yaml``'s ``variables``), read once per
+    process and project without finding or starting an engine: for a command that runs on
+    the engine with no Context open (``tardy models``)."""
+    root = project_root()
+    if root not in _variables:
+        remote = os.environ.get(ENGINE_REMOTE_VARIABLE)
+        with _environ(**{warm.ENGINE_VARIABLE: "off", ENGINE_REMOTE_VARIABLE: remote}):
+            _variables[root] = dict(load_config().variables)
+    return _variables[root]
 
 
 def spark_of(context: Context) -> SparkSession:

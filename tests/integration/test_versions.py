@@ -568,6 +568,18 @@ def test_check_marks_a_version_whose_files_are_gone(story) -> None:
 
 # -- models trained on published versions (run after the tests above: a third restatement) --
 
+# The features model's feature columns (gold.store_features: its numeric columns outside its
+# day and store), as the oracle reads them.
+COLUMNS = (
+    "revenue_1d",
+    "revenue_7d",
+    "revenue_28d",
+    "transactions_7d",
+    "transactions_28d",
+    "avg_ticket_28d",
+    "active_days_28d",
+)
+
 
 def _day(offset: int) -> str:
     return str(SMALL_CONFIG.start + timedelta(days=offset))
@@ -642,8 +654,6 @@ def _holdout_mae(tmp_path: Path, challenger: dict, start: str, version: int) -> 
     tardy's snapshot code)."""
     import mlflow
 
-    from tardy.training.snapshot import FEATURES as COLUMNS
-
     pins = {i["table_name"]: i for i in challenger["inputs"]}
     rows = {}
     for table in (FEATURES, DAILY):
@@ -715,8 +725,6 @@ def test_rolling_the_alias_back_restores_v1_for_readers(models) -> None:
     import mlflow
     import pandas as pd
     from mlflow import MlflowClient
-
-    from tardy.training.snapshot import FEATURES as COLUMNS
 
     probe = pd.DataFrame([[float(i + 1) * 10 for i in range(len(COLUMNS))]], columns=list(COLUMNS))
 

@@ -184,7 +184,7 @@ FRESH_HELP = "compute again even when nothing it reads changed since it was reco
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tardy",
-        description="Late-arriving, duplicated and corrected POS data on Spark + Delta.",
+        description="Late-arriving, duplicated and corrected data on Spark + Delta.",
     )
     parser.add_argument(
         "--gateway",

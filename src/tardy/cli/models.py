@@ -85,12 +85,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     from tardy.training.model import DEFAULT_ALPHA
 
     train = sub.add_parser(
-        "train", help="train the store revenue model on the latest published versions"
+        "train",
+        help="train the project's model (project.yaml training) on the latest published versions",
     )
     train.add_argument("--from", dest="first", type=date.fromisoformat, help="first feature day")
     train.add_argument("--to", dest="last", type=date.fromisoformat, help="last feature day")
     train.add_argument(
-        "--horizon-days", type=int, default=7, help="the label: revenue of the N days after"
+        "--horizon-days", type=int, default=7, help="the label: the measure over the N days after"
     )
     train.add_argument(
         "--holdout-days", type=int, default=7, help="the last N feature days, held out"

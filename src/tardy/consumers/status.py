@@ -420,12 +420,14 @@ def status(context: Context, spark: SparkSession) -> Status:
     from tardy.quarantine.listing import counts, read
 
     grace = int(context.config.variables["grace_days"])
-    view = ensure_status_view(context, spark)
-    lead = headline(context)
-    published = published_snapshots(context)
     sources, overall = lateness(spark, grace)
     max_arrival = datetime.fromisoformat(overall.max_arrival_ts) if overall.max_arrival_ts else None
     watermark = data_watermark(max_arrival, grace)
+    if context.state_sync.get_environment("prod") is None:  # no `sqlmesh plan` yet
+        return _before_prod(sources, overall, grace, max_arrival, watermark)
+    view = ensure_status_view(context, spark)
+    lead = headline(context)
+    published = published_snapshots(context)
     manifest = detect(context, spark)
     closure = Closure(context, sqlmesh_api.model_snapshots(context))
     pending_final, pending_provisional, absorbed_final = split_by_finality(
@@ -433,11 +435,7 @@ def status(context: Context, spark: SparkSession) -> Status:
     )
     moved = revisions(context, spark, published)
     return Status(
-        max_arrival_ts=_iso(max_arrival),
-        data_watermark=_iso(watermark),
-        grace_days=grace,
-        last_final_day=(watermark.date() - timedelta(days=1)).isoformat() if watermark else None,
-        first_provisional_day=watermark.date().isoformat() if watermark else None,
+        **_feed(grace, max_arrival, watermark),
         sources=sources,
         overall=overall,
         pending_final=pending_final,
@@ -462,4 +460,34 @@ def status(context: Context, spark: SparkSession) -> Status:
         ),
         quarantine_review=counts(read(context, spark, clock=max_arrival).records),
         manifest=manifest,
+    )
+
+
+def _feed(grace: int, max_arrival: datetime | None, watermark: datetime | None) -> dict[str, t.Any]:
+    """How far the feed has come: the latest arrival, the watermark, the final days."""
+    return {
+        "max_arrival_ts": _iso(max_arrival),
+        "data_watermark": _iso(watermark),
+        "grace_days": grace,
+        "last_final_day": (watermark.date() - timedelta(days=1)).isoformat() if watermark else None,
+        "first_provisional_day": watermark.date().isoformat() if watermark else None,
+    }
+
+
+def _before_prod(
+    sources: list[SourceStatus],
+    overall: SourceStatus,
+    grace: int,
+    max_arrival: datetime | None,
+    watermark: datetime | None,
+) -> Status:
+    """A home no ``sqlmesh plan`` has built: the feed's lateness and watermark; no model
+    to be pending, restated or quarantined yet."""
+    return Status(
+        **_feed(grace, max_arrival, watermark),
+        sources=sources,
+        overall=overall,
+        pending_final={},
+        pending_provisional={},
+        absorbed_but_final={},
     )

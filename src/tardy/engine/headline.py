@@ -15,7 +15,7 @@ What it is comes from the project, never from tardy:
 
 Each model's own measure (the one a diff, a restatement's table and a release note show
 beside its rows) is its tag ``measure=<column>`` (a DECIMAL column of it; in a SQL MODEL
-block quote it: ``tags ('measure=net_amount')``), else its first DECIMAL column outside its
+block quote it: ``tags ('measure=amount')``), else its first DECIMAL column outside its
 time column and grain, else its first numeric one (``shown_measure``).
 
 A setting that names a model or column the project does not have is an ``InputError``
@@ -233,6 +233,7 @@ def check_settings(context: Context) -> None:
                 f"{SETTINGS_FILE}: release_notes.material_measures names {measure}, which no "
                 f"published model has (their measures: {', '.join(sorted(measures)) or 'none'})"
             )
+    _check_training(context)
     macros = {name.lower() for name in context._macros}
     sources = declared()
     for source in sources.sources.values():
@@ -241,3 +242,30 @@ def check_settings(context: Context) -> None:
                 f"{sources.path}: source {source.name!r}: field 'rules' names the macro "
                 f"@{source.rules}, which the project's macros/ do not define"
             )
+
+
+def _check_training(context: Context) -> None:
+    """``training`` (``tardy models train``), when set: two published models, the entity
+    column in both and the label's measure in the label model."""
+    raw = context.config.variables.get("training")
+    if not isinstance(raw, dict):
+        return
+    published = {m.name: m for m in published_models(context)}
+    needs = {"features": ("entity",), "label": ("entity", "label_measure")}
+    for role, columns in needs.items():
+        name = raw.get(role)
+        if name is None:
+            continue
+        model = published.get(str(name))
+        if model is None:
+            raise InputError(
+                f"{SETTINGS_FILE}: training.{role} names {name}, which is not a model tagged "
+                f"{PUBLISHED_TAG} (published: {', '.join(published) or 'none'})"
+            )
+        for setting in columns:
+            column = raw.get(setting)
+            if column is not None and str(column) not in (model.columns_to_types or {}):
+                raise InputError(
+                    f"{SETTINGS_FILE}: training.{setting} names {column}, which is not a "
+                    f"column of {name}"
+                )

@@ -7,7 +7,7 @@ restatement changes days a model read, ``impact`` names it stale and ``retrain``
 challenger on the corrected versions and moves the ``champion`` alias by a stated rule.
 
 * ``snapshot``: the training rows built from pinned versions, and their hash;
-* ``model``: the store revenue model (features, label, fit, backtest);
+* ``model``: the project's model (features, label, fit, backtest);
 * ``registry``: the MLflow store under the data home (runs, versions, the alias);
 * ``lineage``: which model versions a restatement made stale, and the alias rule;
 * ``pipeline``: ``train``, ``retrain``, ``impact`` and ``rollback`` put together.

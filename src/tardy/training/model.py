@@ -1,4 +1,5 @@
-"""The store revenue model: a scikit-learn pipeline fitted on a snapshot, and its backtest.
+"""The project's model (``project.yaml``'s ``training``): a scikit-learn pipeline fitted on
+a snapshot, and its backtest.
 
 Standardised features into a ridge regression (``alpha`` its one parameter): small, exact to
 reproduce (no randomness), and enough to show what a correction does to a model. A feature a
@@ -12,7 +13,7 @@ import math
 import typing as t
 from dataclasses import asdict, dataclass
 
-from tardy.training.snapshot import FEATURES, LABEL
+from tardy.training.snapshot import LABEL, features_of
 
 if t.TYPE_CHECKING:
     import pandas as pd
@@ -32,8 +33,8 @@ class Backtest:
 
 
 def matrix(rows: pd.DataFrame) -> pd.DataFrame:
-    """The features as floats, in ``FEATURES`` order."""
-    return rows[list(FEATURES)].astype(float).fillna(0.0)
+    """The features as floats, in the snapshot's order (``snapshot.features_of``)."""
+    return rows[features_of(rows)].astype(float).fillna(0.0)
 
 
 def fit(train: pd.DataFrame, alpha: float) -> Pipeline:

@@ -42,11 +42,8 @@ class Trained:
         }
 
 
-def _pins(history: list[Publication]) -> tuple[Publication, Publication]:
-    return (
-        resolve(history, snapshot.FEATURES_TABLE, None),
-        resolve(history, snapshot.LABEL_TABLE, None),
-    )
+def _pins(history: list[Publication], target: snapshot.Spec) -> tuple[Publication, Publication]:
+    return resolve(history, target.features, None), resolve(history, target.label, None)
 
 
 def _fit_and_register(
@@ -60,8 +57,9 @@ def _fit_and_register(
 ) -> tuple[int, snapshot.Snapshot, model.Backtest, lineage.Verdict | None, model.Backtest | None]:
     if alpha <= 0:
         raise InputError(f"--alpha must be positive, got {alpha}")
-    features, label = _pins(publications(spark))
-    snap = snapshot.build(spark, features, label, window)
+    target = snapshot.spec()
+    features, label = _pins(publications(spark), target)
+    snap = snapshot.build(spark, features, label, window, target)
     fitted = model.fit(snap.train, alpha)
     score = model.backtest(fitted, snap.holdout)
     verdict = rival = None

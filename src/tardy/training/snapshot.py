@@ -1,11 +1,13 @@
 """A training snapshot: the rows a model learns from, built from pinned published versions.
 
-The store revenue model learns, per store and *feature day* ``d``, the revenue of the
-``horizon_days`` days after ``d`` (the label, from ``gold.daily_store_revenue``) from the
-features of ``d`` (``gold.store_features``). Both are read at a published version
-(``tardy.consumers.versions``): Delta time travel, so the same pins give the same rows whenever the
-snapshot is rebuilt, and a restatement that changes a day publishes a new version instead of
-changing what an old snapshot read.
+What the model learns is the project's (``project.yaml``'s ``training``, ``Spec``): per
+entity (a column the two models share, e.g. a store) and *feature day* ``d``, the label
+model's measure summed over the ``horizon_days`` days after ``d``, from the features
+model's numeric columns of ``d`` (both models published; their days are their time
+columns). Both are read at a published version (``tardy.consumers.versions``): Delta time
+travel, so the same pins give the same rows whenever the snapshot is rebuilt, and a
+restatement that changes a day publishes a new version instead of changing what an old
+snapshot read.
 
 A feature day is in the snapshot when its whole label window lies within the label version's
 days. The last ``holdout_days`` feature days are held out for evaluation; the model learns
@@ -28,19 +30,37 @@ if t.TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import SparkSession
 
-FEATURES_TABLE = "gold.store_features"
-LABEL_TABLE = "gold.daily_store_revenue"
-KEY = ("feature_date", "store_id")
-FEATURES = (
-    "revenue_1d",
-    "revenue_7d",
-    "revenue_28d",
-    "transactions_7d",
-    "transactions_28d",
-    "avg_ticket_28d",
-    "active_days_28d",
-)
 LABEL = "label"
+SPEC_KEYS = ("features", "label", "label_measure", "entity")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the model learns: ``project.yaml``'s ``training`` (module docstring)."""
+
+    features: str  # a published model: its time column is the feature day
+    label: str  # a published model
+    label_measure: str  # the label model's column summed over the horizon
+    entity: str  # the column both models share (one row per entity and day)
+
+    @classmethod
+    def of(cls, variables: t.Mapping[str, t.Any]) -> Spec:
+        raw = variables.get("training")
+        missing = [k for k in SPEC_KEYS if not isinstance(raw, dict) or not raw.get(k)]
+        if missing:
+            raise InputError(
+                f"project.yaml: training: name {', '.join(missing)} (the features and label "
+                "models, the label's measure and the column both share)"
+            )
+        assert isinstance(raw, dict)
+        return cls(**{k: str(raw[k]) for k in SPEC_KEYS})
+
+
+def spec() -> Spec:
+    """The project's training spec (its config read with no engine)."""
+    from tardy.project import load_variables
+
+    return Spec.of(load_variables())
 
 
 @dataclass(frozen=True)
@@ -113,18 +133,24 @@ class Window:
 
 @dataclass
 class Snapshot:
-    frame: pd.DataFrame  # KEY, FEATURES, LABEL; one row per store and feature day, sorted
+    # The feature day, the entity, the features, LABEL: one row per entity and feature day,
+    # sorted.
+    frame: pd.DataFrame
     inputs: list[Input]
     sha256: str
     holdout_start: date  # the first held-out feature day
 
     @property
+    def day(self) -> pd.Series:
+        return self.frame[self.frame.columns[0]]
+
+    @property
     def train(self) -> pd.DataFrame:
-        return self.frame[self.frame["feature_date"] < self.holdout_start]
+        return self.frame[self.day < self.holdout_start]
 
     @property
     def holdout(self) -> pd.DataFrame:
-        return self.frame[self.frame["feature_date"] >= self.holdout_start]
+        return self.frame[self.day >= self.holdout_start]
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -137,16 +163,29 @@ class Snapshot:
         }
 
 
-def _read(spark: SparkSession, publication: Publication, where: str) -> pd.DataFrame:
-    """One published version's rows (one statement)."""
-    return (
-        spark.sql(
-            f"SELECT * FROM {publication.physical_table} "
-            f"VERSION AS OF {int(publication.delta_version)} {where}"
-        )
-        .toArrow()
-        .to_pandas()
-    )
+def _read(
+    spark: SparkSession, publication: Publication, where: str
+) -> tuple[pd.DataFrame, list[str]]:
+    """One published version's rows and its numeric columns, in its order (one statement)."""
+    import pyarrow as pa
+
+    table = spark.sql(
+        f"SELECT * FROM {publication.physical_table} "
+        f"VERSION AS OF {int(publication.delta_version)} {where}"
+    ).toArrow()
+    numeric = [
+        f.name
+        for f in table.schema
+        if pa.types.is_integer(f.type)
+        or pa.types.is_floating(f.type)
+        or pa.types.is_decimal(f.type)
+    ]
+    return table.to_pandas(), numeric
+
+
+def features_of(frame: pd.DataFrame) -> list[str]:
+    """A snapshot frame's feature columns: all but its day, its entity and the label."""
+    return [c for c in frame.columns[2:] if c != LABEL]
 
 
 def _between(column: str, first: date | None, last: date | None) -> str:
@@ -159,7 +198,11 @@ def _between(column: str, first: date | None, last: date | None) -> str:
 
 
 def build(
-    spark: SparkSession, features: Publication, label: Publication, window: Window
+    spark: SparkSession,
+    features: Publication,
+    label: Publication,
+    window: Window,
+    target: Spec,
 ) -> Snapshot:
     """The snapshot of ``window`` from the pinned ``features`` and ``label`` versions (two
     statements)."""
@@ -168,36 +211,49 @@ def build(
     horizon = timedelta(days=window.horizon_days)
     label_first = window.first + timedelta(days=1) if window.first else None
     label_last = window.last + horizon if window.last else None
-    daily = _read(spark, label, _between("event_date", label_first, label_last))
-    feats = _read(spark, features, _between("feature_date", window.first, window.last))
+    day, label_day, entity = features.time_column, label.time_column, target.entity
+    daily, _ = _read(spark, label, _between(label_day, label_first, label_last))
+    feats, numeric = _read(spark, features, _between(day, window.first, window.last))
+    for frame, publication, columns in (
+        (daily, label, (label_day, entity, target.label_measure)),
+        (feats, features, (day, entity)),
+    ):
+        for column in columns:
+            if column not in frame.columns:
+                raise InputError(
+                    f"project.yaml: training: {publication.table_name} has no column {column}"
+                )
     if daily.empty or feats.empty:
         raise InputError(f"no rows to train on in {features.name} and {label.name}")
-    revenue: dict[tuple[int, date], Decimal] = {
-        (int(s), d): Decimal(r)
-        for s, d, r in zip(daily["store_id"], daily["event_date"], daily["revenue"], strict=True)
+    names = [c for c in numeric if c not in (day, entity)]
+    sums: dict[tuple[t.Any, date], Decimal] = {
+        (e, d): Decimal(str(v))
+        for e, d, v in zip(
+            daily[entity], daily[label_day], daily[target.label_measure], strict=True
+        )
     }
-    known_last = max(daily["event_date"])  # the label version's last day
+    known_last = max(daily[label_day])  # the label version's last day
     rows = []
-    for record in feats.sort_values(list(KEY)).to_dict("records"):
-        day: date = record["feature_date"]
-        store = int(record["store_id"])
-        if day + horizon > known_last:
+    for record in feats.sort_values([day, entity]).to_dict("records"):
+        when: date = record[day]
+        key = _plain(record[entity])
+        if when + horizon > known_last:
             continue  # its label window is not all known yet
         label_value = sum(
             (
-                revenue.get((store, day + timedelta(days=k)), Decimal(0))
+                sums.get((key, when + timedelta(days=k)), Decimal(0))
                 for k in range(1, window.horizon_days + 1)
             ),
             Decimal(0),
         )
-        rows.append([day, store, *(_plain(record[f]) for f in FEATURES), label_value])
-    frame = pd.DataFrame(rows, columns=[*KEY, *FEATURES, LABEL])
+        rows.append([when, key, *(_plain(record[f]) for f in names), label_value])
+    frame = pd.DataFrame(rows, columns=[day, entity, *names, LABEL])
     if frame.empty:
         raise InputError(
             f"no feature day of {features.name} has {window.horizon_days} label days after "
             f"it in {label.name}"
         )
-    days = sorted(frame["feature_date"].unique())
+    days = sorted(frame[day].unique())
     if len(days) <= window.holdout_days:
         raise InputError(
             f"{len(days)} feature days leave none to train on after {window.holdout_days} "

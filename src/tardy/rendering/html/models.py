@@ -10,7 +10,7 @@ from tardy.rendering.html.text import esc
 from tardy.report_records import ModelRow
 
 HOW = (
-    "Each version of the store revenue model registered in the data home's MLflow store, "
+    "Each version of the project's model registered in the data home's MLflow store, "
     "newest first: the published versions and days it was trained on, its mean absolute "
     "error on the held-out days, and the publications since that changed days it read "
     "(stale: `tardy retrain --after` the restatement). Readers load the champion "
