@@ -171,34 +171,30 @@ def load_config() -> Config:
     return load_configs(None, Config, root)[root]
 
 
-_targets: dict[Path, list[t.Any]] = {}
+_configs: dict[Path, Config] = {}
+
+
+def _config_without_engine() -> Config:
+    """The project's config (``config.py`` included), read once per process and project
+    without finding or starting an engine: for a command with no Context open."""
+    root = project_root()
+    if root not in _configs:
+        remote = os.environ.get(ENGINE_REMOTE_VARIABLE)
+        with _environ(**{warm.ENGINE_VARIABLE: "off", ENGINE_REMOTE_VARIABLE: remote}):
+            _configs[root] = load_config()
+    return _configs[root]
 
 
 def notification_targets() -> list[t.Any]:
-    """The project's SQLMesh ``notification_targets`` (its config, ``config.py`` included),
-    read once per process and project without finding or starting an engine: for a command
-    that delivers notifications with no Context open (``tardy.consumers.notifications``)."""
-    root = project_root()
-    if root not in _targets:
-        remote = os.environ.get(ENGINE_REMOTE_VARIABLE)
-        with _environ(**{warm.ENGINE_VARIABLE: "off", ENGINE_REMOTE_VARIABLE: remote}):
-            _targets[root] = list(load_config().notification_targets)
-    return _targets[root]
-
-
-_variables: dict[Path, dict[str, t.Any]] = {}
+    """The project's SQLMesh ``notification_targets``, for a command that delivers
+    notifications with no Context open (``tardy.consumers.notifications``)."""
+    return list(_config_without_engine().notification_targets)
 
 
 def load_variables() -> dict[str, t.Any]:
-    """The project's config variables (``project.yaml``'s ``variables``), read once per
-    process and project without finding or starting an engine: for a command that runs on
-    the engine with no Context open (``tardy models``)."""
-    root = project_root()
-    if root not in _variables:
-        remote = os.environ.get(ENGINE_REMOTE_VARIABLE)
-        with _environ(**{warm.ENGINE_VARIABLE: "off", ENGINE_REMOTE_VARIABLE: remote}):
-            _variables[root] = dict(load_config().variables)
-    return _variables[root]
+    """The project's config variables (``project.yaml``'s ``variables``), for a command that
+    runs on the engine with no Context open (``tardy models``)."""
+    return dict(_config_without_engine().variables)
 
 
 def spark_of(context: Context) -> SparkSession:
