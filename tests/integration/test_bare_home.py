@@ -49,3 +49,44 @@ def test_a_read_command_on_a_bare_home_answers_or_says_one_line(answers, argv) -
 def test_status_on_a_bare_home_says_bronze_is_empty(answers) -> None:
     code, out, _ = answers[("status",)]
     assert code == 0 and "Bronze is empty" in out
+
+
+@pytest.mark.parametrize(
+    ("name", "setting", "replaced", "named"),
+    [
+        (
+            "project.yaml",
+            "headline_model: gold.daily_store_revenue",
+            "headline_model: gold.daily_sales",
+            "project.yaml: headline_model names gold.daily_sales, which is not a model",
+        ),
+        (
+            "sources.yaml",
+            "rules: invalid_reason",
+            "rules: sale_rules",
+            "field 'rules' names the macro @sale_rules, which the project's macros/ do not",
+        ),
+    ],
+)
+def test_a_setting_that_names_nothing_the_project_has_exits_1_in_one_line(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, name: str, setting: str, replaced: str, named: str
+) -> None:
+    """A copy of the project whose one setting names what it lacks: every command stops as
+    it loads the project (before any Spark), one line naming the setting and its file."""
+    from test_code_change import copy_project
+
+    from tardy.warm import ENGINE_VARIABLE
+
+    project = copy_project(tmp_path / "project")
+    path = project / name
+    text = path.read_text()
+    assert setting in text
+    path.write_text(text.replace(setting, replaced, 1))
+    monkeypatch.setenv("TARDY_PROJECT", str(project))
+    monkeypatch.setenv("TARDY_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("TARDY_SOURCES", raising=False)
+    monkeypatch.setenv(ENGINE_VARIABLE, "off")  # it stops before it would need Spark
+    code, out, err = cli_in_process("status")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert (code, len(lines)) == (1, 1), err
+    assert lines[0].startswith("error: ") and named in lines[0] and "Traceback" not in out + err

@@ -13,6 +13,8 @@ import os
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+from rich.markup import escape
+
 from tardy.busy import home_busy
 from tardy.cli.models import add_parsers as add_model_parsers
 from tardy.cli.output import console, err, print_json, report_refusal, spark_without_project
@@ -92,8 +94,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**result.as_dict(), "series": series})
     if result.refused:  # every other file was ingested (and printed): name the refused ones
-        from rich.markup import escape
-
         error = FilesRefused(result)
         err.print(f"[red]error:[/] {escape(str(error))}", highlight=False)
         return error.exit_code
@@ -462,8 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     except FailpointReached:  # a test's kill, in-process: a killed command delivers nothing
         home = None
         raise
-    except TardyError as exc:
-        err.print(f"[red]error:[/] {exc}")
+    except TardyError as exc:  # one line, however wide: a terminal wraps it, a log keeps it
+        err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
         return exc.exit_code
     except Exception as exc:
         busy = home and home_busy(home, wait=0.0)
@@ -472,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
             busy.args = (f"{busy} ({type(exc).__name__}: {first})",)
             return report_refusal(args, busy)
         if isinstance(exc, ValueError | FileExistsError | RuntimeError):  # e.g. SQLMesh's
-            err.print(f"[red]error:[/] {exc}")
+            err.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
             return 1
         return report_unexpected(exc)
     finally:
@@ -489,8 +489,6 @@ def report_unexpected(exc: Exception) -> int:
     traceback appended to the data home's ``logs/errors.log``; exit 1."""
     import sys
     import traceback
-
-    from rich.markup import escape
 
     first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
     where = ""
