@@ -2,9 +2,9 @@
 
 A request is ``restatements/<name>.yaml`` in the project (or any path)::
 
-    reason: "partner: week 2 revenue wrong (OPS-1234)"
+    reason: "partner: week 2 totals wrong (OPS-1234)"
     # optional, all three together: a named restatement (tardy.engine.named)
-    models: [gold.daily_store_revenue]
+    models: [gold.daily_sales]
     start: 2026-01-05
     end: 2026-01-11
 

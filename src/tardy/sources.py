@@ -153,8 +153,8 @@ def load(file: Path | None = None, tiers: t.Iterable[str] | None = None) -> Sour
     indexed = sorted({s.bronze for s in sources.values() if s.key_index})
     if len(indexed) > 1:
         raise SourcesError(
-            f"{file}: field 'key_index': one bronze table may have the key index "
-            f"(bronze.pos_event_keys), not {', '.join(indexed)}"
+            f"{file}: field 'key_index': one bronze table may have the key index, "
+            f"not {', '.join(indexed)}"
         )
     for table, sharing in found.by_bronze().items():
         first = sharing[0]
