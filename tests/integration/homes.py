@@ -100,8 +100,6 @@ class Engine:
         The JVM stays up for the next :meth:`open`."""
         if self.home is None:
             return
-        from pyspark import SparkContext
-
         home, self.home = self.home, None
         if self.context is not None:
             self.context.close()
@@ -109,21 +107,52 @@ class Engine:
         if self.spark is not None:
             self.spark.stop()
         self.spark = None
-        _close_duckdb_connections()
-        gateway = SparkContext._gateway
-        metastore = home.root / "metastore_db"
-        if gateway is not None and metastore.is_dir():
-            url = f"jdbc:derby:;databaseName={metastore};shutdown=true"
-            try:  # Derby reports a completed shutdown as an exception (SQLState 08006)
-                gateway.jvm.java.sql.DriverManager.getConnection(url)
-            except Exception as shutdown:  # noqa: BLE001
-                if not any(s in str(shutdown) for s in ("08006", "shutdown", "not found")):
-                    raise
-        from tardy.busy import _lock_holders
+        _shut(home.root)
 
-        for name in ("state.duckdb", "metastore_db/dbex.lck", "metastore_db/db.lck"):
-            held = _lock_holders(home.root / name) & {os.getpid(), _jvm_pid()}
-            assert not held, f"{name} of {home.root} is still held by this worker after release"
+    @contextlib.contextmanager
+    def foreign(self, root: Path) -> t.Iterator[None]:
+        """For a command run in this process on a project or home the engine did not open (a
+        copy of the project, say): the open home is released first, and the SparkSession and
+        Derby database that the command started for ``root`` are closed after it, so that the
+        next :meth:`open` gets a session of its own home."""
+        from pyspark.sql import SparkSession
+
+        self.release()
+        try:
+            yield
+        finally:
+            session = SparkSession.getActiveSession()
+            if session is not None:
+                session.stop()
+            _shut(root.resolve())
+
+
+def _shut(root: Path) -> None:
+    """Close what this process holds of the home at ``root`` once its session is stopped:
+    every DuckDB connection (SQLMesh's state) and the home's Derby database."""
+    from pyspark import SparkContext
+    from sqlmesh.core.config.connection import BaseDuckDBConnectionConfig
+
+    # SQLMesh keeps one DuckDB adapter per data file for the process; a Context that was
+    # never closed (a command that failed as it loaded) leaves its state's open there.
+    cached = BaseDuckDBConnectionConfig._data_file_to_adapter
+    for key in [key for key in cached if key.startswith(f"{root}/")]:
+        cached.pop(key).close()
+    _close_duckdb_connections()
+    gateway = SparkContext._gateway
+    metastore = root / "metastore_db"
+    if gateway is not None and metastore.is_dir():
+        url = f"jdbc:derby:;databaseName={metastore};shutdown=true"
+        try:  # Derby reports a completed shutdown as an exception (SQLState 08006)
+            gateway.jvm.java.sql.DriverManager.getConnection(url)
+        except Exception as shutdown:  # noqa: BLE001
+            if not any(s in str(shutdown) for s in ("08006", "shutdown", "not found")):
+                raise
+    from tardy.busy import _lock_holders
+
+    for name in ("state.duckdb", "metastore_db/dbex.lck", "metastore_db/db.lck"):
+        held = _lock_holders(root / name) & {os.getpid(), _jvm_pid()}
+        assert not held, f"{name} of {root} is still held by this worker after release"
 
 
 def _jvm_pid() -> int:

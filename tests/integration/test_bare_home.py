@@ -69,10 +69,18 @@ def test_status_on_a_bare_home_says_bronze_is_empty(answers) -> None:
     ],
 )
 def test_a_setting_that_names_nothing_the_project_has_exits_1_in_one_line(
-    tmp_path, monkeypatch: pytest.MonkeyPatch, name: str, setting: str, replaced: str, named: str
+    engine,
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    setting: str,
+    replaced: str,
+    named: str,
 ) -> None:
     """A copy of the project whose one setting names what it lacks: every command stops as
-    it loads the project (before any Spark), one line naming the setting and its file."""
+    it loads the project (before it reads a table), one line naming the setting and its
+    file. Loading starts Spark for this home (SQLMesh asks the engine its default catalog),
+    so the command runs as ``engine.foreign``, which closes that session after it."""
     from test_code_change import copy_project
 
     from tardy.warm import ENGINE_VARIABLE
@@ -85,8 +93,9 @@ def test_a_setting_that_names_nothing_the_project_has_exits_1_in_one_line(
     monkeypatch.setenv("TARDY_PROJECT", str(project))
     monkeypatch.setenv("TARDY_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("TARDY_SOURCES", raising=False)
-    monkeypatch.setenv(ENGINE_VARIABLE, "off")  # it stops before it would need Spark
-    code, out, err = cli_in_process("status")
+    monkeypatch.setenv(ENGINE_VARIABLE, "off")  # in this process, not a warm engine
+    with engine.foreign(tmp_path / "home"):
+        code, out, err = cli_in_process("status")
     lines = [line for line in err.splitlines() if line.strip()]
     assert (code, len(lines)) == (1, 1), err
     assert lines[0].startswith("error: ") and named in lines[0] and "Traceback" not in out + err
