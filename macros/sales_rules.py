@@ -34,16 +34,20 @@ from sqlmesh.core.macros import MacroEvaluator
 # NameError, measured in a copied project) and refuses `import tardy.key_index`.
 from tardy.audited_intervals import INTERVALS_VARIABLE, interval_values, within
 from tardy.key_index import (
-    KEY_INDEX_TABLE,
     KEY_RESTRICTION_VARIABLE,
     fill,
     key_date_expression,
-    natural_key_expression,
     records_of_literal_keys,
 )
 
 # The templates below are Spark SQL, whatever the dialect of the calling model.
 _RULES_DIALECT = "spark"
+
+# The sales sources' key index and natural key, as sources.yaml declares them (its
+# `key_index:` and `natural_key:`; ingest indexes bronze with that SQL, and
+# tests/unit/test_key_index.py checks the two copies are one rule).
+KEY_INDEX_TABLE = "bronze.pos_event_keys"
+NATURAL_KEY_SQL = "COALESCE(NULLIF(TRIM(corrects_transaction_id), ''), transaction_id)"
 
 RECORD_TYPES = ("sale", "correction", "void")
 AMENDMENT_TYPES = ("correction", "void")
@@ -174,9 +178,9 @@ def bronze_reported_in(evaluator: MacroEvaluator) -> exp.Expr:
 
 @macro()
 def natural_key(evaluator: MacroEvaluator) -> exp.Expr:
-    """The transaction a record belongs to: the one it corrects (or voids), else its own id.
-    The rule lives in ``tardy.key_index`` (ingest indexes bronze with it)."""
-    return natural_key_expression()
+    """The transaction a record belongs to: the one it corrects (or voids), else its own id
+    (``NATURAL_KEY_SQL``, the sales sources' declared natural key)."""
+    return fill(NATURAL_KEY_SQL)
 
 
 @macro()
@@ -210,7 +214,7 @@ def records_of_keys(evaluator: MacroEvaluator, keys: exp.Expr, column: exp.Expr)
         """,
         key=key,
         key_date=key_date_expression(key),
-        natural_key=natural_key_expression(),
+        natural_key=fill(NATURAL_KEY_SQL),
     )
 
 
@@ -225,7 +229,9 @@ def restricted_records(evaluator: MacroEvaluator, keys: exp.Expr, column: exp.Ex
     restriction = evaluator.var(KEY_RESTRICTION_VARIABLE)
     if restriction is None:
         return records_of_keys(evaluator, keys, column)
-    return records_of_literal_keys(restriction["keys"], restriction["arrival_dates"])
+    return records_of_literal_keys(
+        fill(NATURAL_KEY_SQL), restriction["keys"], restriction["arrival_dates"]
+    )
 
 
 @macro()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tardy.errors import InputError
 from tardy.home import project_root
+from tardy.key_index import DEFAULT_SUFFIX, KeyIndex
 
 FILE_NAME = "sources.yaml"
 FILE_VARIABLE = "TARDY_SOURCES"  # another declaration file (e.g. a test's copy)
@@ -50,7 +51,7 @@ class Source:
     record: dict[str, str]  # field -> JSON type, in declaration order
     event_time: str
     key: tuple[str, ...]
-    key_index: bool
+    key_index: str | None  # the key index table of its bronze table, None: no index
     rules: str
     lateness: str
     description: str = ""
@@ -71,6 +72,11 @@ class Source:
                 f"{len(self.key)} fields ({', '.join(self.key)})"
             )
         return self.key[0]
+
+    @property
+    def index(self) -> KeyIndex | None:
+        """Its bronze table's key index (``tardy.key_index``), None when it declares none."""
+        return None if self.key_index is None else KeyIndex(self.key_index, self.natural_key_sql)
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -150,16 +156,10 @@ def load(file: Path | None = None, tiers: t.Iterable[str] | None = None) -> Sour
         str(name): _source(file, str(name), body, known_tiers) for name, body in entries.items()
     }
     found = Sources(file, sources)
-    indexed = sorted({s.bronze for s in sources.values() if s.key_index})
-    if len(indexed) > 1:
-        raise SourcesError(
-            f"{file}: field 'key_index': one bronze table may have the key index, "
-            f"not {', '.join(indexed)}"
-        )
     for table, sharing in found.by_bronze().items():
         first = sharing[0]
         for other in sharing[1:]:
-            for part in ("record", "event_time", "key", "natural_key"):
+            for part in ("record", "event_time", "key", "natural_key", "key_index"):
                 if getattr(other, part) != getattr(first, part):
                     raise SourcesError(
                         f"{file}: source {other.name!r}: field {part!r} differs from that of "
@@ -202,11 +202,23 @@ def _source(file: Path, name: str, body: t.Any, tiers: set[str] | None) -> Sourc
     if not isinstance(key, list) or not all(isinstance(k, str) and k in record for k in key):
         raise fail("key", f"{key!r}: expected record fields (a name or a list of names)")
     key_index = body.get("key_index", False)
-    if not isinstance(key_index, bool):
-        raise fail("key_index", f"expected true or false, got {key_index!r}")
+    if key_index is True:
+        key_index = f"{bronze}{DEFAULT_SUFFIX}"
+    elif key_index is False:
+        key_index = None
+    elif not isinstance(key_index, str) or not _TABLE.match(key_index) or key_index == bronze:
+        raise fail(
+            "key_index", f"expected true, false or the index's <schema>.<table>, got {key_index!r}"
+        )
     natural_key = body.get("natural_key")
     if natural_key is not None and (not isinstance(natural_key, str) or not natural_key.strip()):
         raise fail("natural_key", f"expected a SQL expression or macro call, got {natural_key!r}")
+    if key_index and natural_key and "@" in natural_key:
+        raise fail(
+            "natural_key",
+            f"{natural_key!r}: a key-indexed source's natural key is computed by `tardy "
+            "ingest`, which expands no macro: write it in Spark SQL over the bronze columns",
+        )
     if not isinstance(body["rules"], str):
         raise fail("rules", "expected the name of a silver macro")
     owner = body.get("owner")

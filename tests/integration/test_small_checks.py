@@ -223,7 +223,8 @@ def test_key_restricted_reconciliation_counts_the_recomputed_keys(context, spark
     row does not (the restricted audit never reads it), while the stock audit does."""
     from tardy.engine import audit, delta, sqlmesh_api
     from tardy.engine.stage import KeyRestriction, drop_stage
-    from tardy.key_index import KEY_INDEX_TABLE, KeySet
+    from tardy.key_index import KeySet
+    from tardy.sources import declared
 
     snapshot = next(
         s
@@ -243,7 +244,8 @@ def test_key_restricted_reconciliation_counts_the_recomputed_keys(context, spark
     changed, other = ids[:2], ids[-1]
     listed = ", ".join(f"'{k}'" for k in changed)
     dates = spark.sql(
-        f"SELECT DISTINCT arrival_date FROM {KEY_INDEX_TABLE} WHERE natural_key IN ({listed})"
+        f"SELECT DISTINCT arrival_date FROM {declared().get('pos').key_index} "
+        f"WHERE natural_key IN ({listed})"
     ).collect()
     restriction = KeyRestriction(
         "transaction_id", KeySet(frozenset(changed), frozenset(r.arrival_date for r in dates))

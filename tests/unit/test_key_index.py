@@ -1,5 +1,6 @@
-"""The key index rules (tardy.key_index): one copy shared by the macros and ingest, exact for
-any key format, rebuilt when missing or built with other rules."""
+"""The key index (tardy.key_index): built with the source's declared natural key, exact for
+any key format, rebuilt when missing or built with other rules; the sample's macros read it
+with the rule sources.yaml declares."""
 
 from __future__ import annotations
 
@@ -13,16 +14,13 @@ import pytest
 from sqlglot import exp, transpile
 
 from tardy import key_index
-from tardy.key_index import (
-    KEY_DATE_FALLBACK,
-    KEY_INDEX_TABLE,
-    RULES_PROPERTY,
-    RULES_VERSION,
-    ensure_key_index,
-    index_rows_sql,
-)
+from tardy.key_index import KEY_DATE_FALLBACK, RULES_PROPERTY, KeyIndex
+from tardy.sources import load
 
 ROOT = Path(__file__).resolve().parents[2]
+# The sample's sales sources, as sources.yaml declares them.
+SALES = load(ROOT / "sources.yaml").get("pos")
+INDEX = SALES.index
 
 
 def _duck(sql_spark: str) -> str:
@@ -48,7 +46,7 @@ CREATE TABLE bronze AS SELECT * FROM (VALUES
 def _index_rows() -> list[tuple[str, str, date]]:
     con = duckdb.connect()
     con.execute(BRONZE)
-    return sorted(con.execute(_duck(index_rows_sql("bronze"))).fetchall())
+    return sorted(con.execute(_duck(INDEX.rows_sql("bronze"))).fetchall())
 
 
 def test_index_rows_one_per_key_and_arrival_date_in_the_partition_of_the_key() -> None:
@@ -93,17 +91,40 @@ def macros():
         registry.update(saved)
 
 
-def test_macros_use_the_same_rules_as_the_index(macros) -> None:
+def test_the_sales_index_is_the_declared_one_and_the_macros_read_it_with_its_rule(
+    macros,
+) -> None:
+    assert KeyIndex("bronze.pos_event_keys", SALES.natural_key) == INDEX
+    assert INDEX.table == macros.KEY_INDEX_TABLE
     # SQLMesh's @macro() keeps the function callable with an evaluator as first argument.
-    assert macros.natural_key(None).sql("spark") == key_index.natural_key_expression().sql("spark")
+    assert macros.natural_key(None).sql("spark") == INDEX.key().sql("spark")
     key = exp.column("transaction_id")
     assert macros.key_date(None, key).sql("spark") == key_index.key_date_expression(key).sql(
         "spark"
     )
     lookup = macros.records_of_keys(None, exp.to_identifier("ks"), exp.column("k")).sql("spark")
-    assert KEY_INDEX_TABLE in lookup
+    assert INDEX.table in lookup
     assert key_index.key_date_expression(exp.column("k")).sql("spark") in lookup
-    assert key_index.natural_key_expression().sql("spark") in lookup
+    assert INDEX.key().sql("spark") in lookup
+
+
+def test_key_index_true_is_the_bronze_tables_own_and_a_macro_key_is_refused(tmp_path) -> None:
+    from tardy.sources import SourcesError
+
+    text = (ROOT / "sources.yaml").read_text()
+    declared = "key_index: bronze.pos_event_keys"
+    assert declared in text
+    path = tmp_path / "sources.yaml"
+    path.write_text(text.replace(declared, "key_index: true"))
+    assert load(path).get("partner").index.table == "bronze.pos_events_keys"
+    path.write_text(
+        text.replace(
+            "natural_key: \"COALESCE(NULLIF(TRIM(corrects_transaction_id), ''), transaction_id)\"",
+            'natural_key: "@natural_key()"',
+        )
+    )
+    with pytest.raises(SourcesError, match="field 'natural_key'.*expands no macro"):
+        load(path)
 
 
 def test_restricted_records_is_the_index_lookup_unless_tardy_sets_the_keys(macros) -> None:
@@ -119,8 +140,8 @@ def test_restricted_records_is_the_index_lookup_unless_tardy_sets_the_keys(macro
     value = {"keys": ["S001-20260105-00001"], "arrival_dates": ["2026-01-05", "2026-03-02"]}
     restricted.locals[constants.SQLMESH_VARS] = {key_index.KEY_RESTRICTION_VARIABLE: value}
     literal = macros.restricted_records(restricted, keys, column).sql("spark")
-    assert literal == key_index.records_of_literal_keys(**value).sql("spark")
-    assert KEY_INDEX_TABLE not in literal and "interval_keys" not in literal
+    assert literal == key_index.records_of_literal_keys(INDEX.key(), **value).sql("spark")
+    assert INDEX.table not in literal and "interval_keys" not in literal
 
 
 def test_records_of_literal_keys_selects_every_record_of_the_keys_in_the_indexed_dates() -> None:
@@ -128,7 +149,7 @@ def test_records_of_literal_keys_selects_every_record_of_the_keys_in_the_indexed
     con.execute(BRONZE)
     keys = {"S001-20260105-00001", "POS-A7F3"}
     dates = {d.isoformat() for _, k, d in _index_rows() if k in keys}
-    where = _duck(key_index.records_of_literal_keys(keys, dates).sql("spark"))
+    where = _duck(key_index.records_of_literal_keys(INDEX.key(), keys, dates).sql("spark"))
     rows = con.execute(f"SELECT transaction_id, arrival_date FROM bronze WHERE {where}").fetchall()
     assert sorted(rows) == [
         ("POS-A7F3", date(2026, 1, 5)),
@@ -138,9 +159,10 @@ def test_records_of_literal_keys_selects_every_record_of_the_keys_in_the_indexed
         ("V-1", date(2026, 2, 16)),  # the void names it
     ]
     # Without the dates holding them, records are not read: the dates must come from the index.
-    partial = _duck(key_index.records_of_literal_keys(keys, {"2026-01-05"}).sql("spark"))
+    partial = key_index.records_of_literal_keys(INDEX.key(), keys, {"2026-01-05"})
+    partial = _duck(partial.sql("spark"))
     assert len(con.execute(f"SELECT * FROM bronze WHERE {partial}").fetchall()) == 3
-    assert key_index.records_of_literal_keys([], dates).sql("spark") == "FALSE"
+    assert key_index.records_of_literal_keys(INDEX.key(), [], dates).sql("spark") == "FALSE"
 
 
 class FakeSpark:
@@ -161,17 +183,20 @@ def test_missing_or_other_rules_rebuild_from_all_of_bronze_then_record_the_rules
     recorded: str | None,
 ) -> None:
     spark = FakeSpark({} if recorded is None else {RULES_PROPERTY: recorded})
-    assert ensure_key_index(spark, "bronze.pos_events")  # type: ignore[arg-type]
+    assert INDEX.ensure(spark, "bronze.pos_events")  # type: ignore[arg-type]
     create, show, rebuild, record = spark.statements
-    assert create.startswith(f"CREATE TABLE IF NOT EXISTS {KEY_INDEX_TABLE}")
+    assert create.startswith(f"CREATE TABLE IF NOT EXISTS {INDEX.table}")
     assert show.startswith("SHOW TBLPROPERTIES")
     # One commit replaces the whole index (no window with a partial index).
-    assert rebuild.startswith(f"INSERT INTO {KEY_INDEX_TABLE} REPLACE WHERE TRUE SELECT")
+    assert rebuild.startswith(f"INSERT INTO {INDEX.table} REPLACE WHERE TRUE SELECT")
     assert "FROM bronze.pos_events" in rebuild
-    assert RULES_VERSION in record and record.startswith(f"ALTER TABLE {KEY_INDEX_TABLE}")
+    assert INDEX.rules_version in record and record.startswith(f"ALTER TABLE {INDEX.table}")
 
 
 def test_index_built_with_the_current_rules_is_left_alone() -> None:
-    spark = FakeSpark({RULES_PROPERTY: RULES_VERSION})
-    assert not ensure_key_index(spark, "bronze.pos_events")  # type: ignore[arg-type]
+    # The version of the rules the sample's homes were built with before the key index
+    # became the source's own: they are not rebuilt.
+    assert INDEX.rules_version == "c6b34e840e7e8062"
+    spark = FakeSpark({RULES_PROPERTY: INDEX.rules_version})
+    assert not INDEX.ensure(spark, "bronze.pos_events")  # type: ignore[arg-type]
     assert len(spark.statements) == 2

@@ -52,8 +52,8 @@ def test_the_projects_declarations_load_and_pick_each_folders_table() -> None:
             "field 'record' differs from that of source",
         ),
         (
-            lambda s: s["store_master"].update(key_index=True),
-            "field 'key_index': one bronze table",
+            lambda s: s["partner"].update(key_index="bronze.partner_keys"),
+            "field 'key_index' differs from that of source",
         ),
         (lambda s: s["pos"].update(natural_key=["a"]), "field 'natural_key'"),
         (
@@ -86,7 +86,7 @@ def test_a_file_that_is_not_a_declaration_is_refused(tmp_path: Path) -> None:
 
 def test_a_natural_key_is_declared_or_the_one_key_field(tmp_path: Path) -> None:
     found = load(project_root() / "sources.yaml", TIERS)
-    assert found.get("pos").natural_key_sql == "@natural_key()"
+    assert found.get("pos").natural_key_sql.startswith("COALESCE(NULLIF(TRIM(corrects_")
     raw = _project()
     raw["sources"]["pos"].pop("natural_key")
     raw["sources"]["partner"].pop("natural_key")

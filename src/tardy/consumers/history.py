@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from tardy.engine import facts, sqlmesh_api, trail
 from tardy.ingest.tables import BronzeTable, bronze_tables
-from tardy.key_index import KEY_INDEX_TABLE, key_date_expression, records_of_literal_keys
+from tardy.key_index import key_date_expression, records_of_literal_keys
 from tardy.sql import date_list, literal
 
 if t.TYPE_CHECKING:
@@ -61,17 +61,13 @@ def _text(row: dict[str, t.Any]) -> dict[str, t.Any]:
 
 def _where(spark: SparkSession, source: facts.FactSource, key: str) -> str | None:
     """The key's records in the source's bronze table, as a predicate (None: it has none)."""
-    if not source.key_index:
+    index = source.key_index
+    if index is None:
         return f"{source.natural_key} = {literal(key)}"
     key_date = key_date_expression(exp.Literal.string(key)).sql("spark")
-    dates = [
-        row.arrival_date.isoformat()
-        for row in spark.sql(
-            f"SELECT DISTINCT arrival_date FROM {KEY_INDEX_TABLE} "
-            f"WHERE key_date = {key_date} AND natural_key = {literal(key)}"
-        ).collect()
-    ]
-    return records_of_literal_keys([key], dates).sql("spark") if dates else None
+    lookup = index.arrival_dates_sql(f"key_date = {key_date}", f"natural_key = {literal(key)}")
+    dates = [row.arrival_date.isoformat() for row in spark.sql(lookup).collect()]
+    return records_of_literal_keys(index.key(), [key], dates).sql("spark") if dates else None
 
 
 def _fields(table: BronzeTable) -> list[str]:

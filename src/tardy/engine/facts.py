@@ -37,13 +37,8 @@ from sqlglot import exp, parse_one
 from tardy.engine import delta, sqlmesh_api
 from tardy.engine.dimension import plain_name
 from tardy.errors import InputError
-from tardy.key_index import (
-    KEY_INDEX_TABLE,
-    KEY_RESTRICTION_VARIABLE,
-    KeySet,
-    key_date_expression,
-    natural_key_expression,
-)
+from tardy.ingest.tables import BronzeTable
+from tardy.key_index import KEY_RESTRICTION_VARIABLE, KeyIndex, KeySet, key_date_expression
 from tardy.sql import date_list, in_list
 
 if t.TYPE_CHECKING:
@@ -62,11 +57,6 @@ LAST_DAY = "9999-12-30"
 # many (Spark prunes bronze's partitions and Delta skips prod's files with literal lists);
 # beyond it, semi-joins on the new records read the same rows.
 MAX_INLINED_ROWS = 5_000
-# The arrival dates of bronze holding records of each of the (few, literal) keys: the key
-# index read in the keys' own partitions only (static partition pruning; docs/key-lookups.md).
-ARRIVAL_DATES_SQL = """
-SELECT DISTINCT natural_key, arrival_date FROM {key_index} WHERE {key_dates} AND {keys}
-"""
 
 
 class FactSourceError(InputError):
@@ -90,8 +80,34 @@ class Reader:
 class FactSource:
     table: str  # the bronze table (Spark name)
     natural_key: str  # Spark SQL over its columns, the declaration's macros expanded
-    key_index: bool
+    key_index: KeyIndex | None
     readers: tuple[Reader, ...]
+    columns: tuple[str, ...] = ()  # the bronze table's columns
+    fields: tuple[str, ...] = ()  # its columns holding a record's own fields
+
+    def first_copies(self, where: str, is_new: str) -> str:
+        """A query of the bronze records matching ``where`` but the new ones (``is_new``, a
+        predicate) that repeat a record of the same natural key verbatim: the same fields
+        (or, unparseable, the same line), arrived again in another file. What prod was
+        computed from plus what the new records change: a verbatim resend alone changes no
+        reader's rows, whether or not its model keeps a version's first arrival."""
+        if not self.fields:
+            return f"SELECT * FROM {self.table} WHERE {where}"
+        same = ", ".join(
+            [
+                f"({self.natural_key})",
+                *(f"`{c}`" for c in self.fields),
+                "parse_error",
+                "CASE WHEN parse_error IS NOT NULL THEN raw_record END",
+            ]
+        )
+        columns = ", ".join(f"`{c}`" for c in self.columns)
+        return (
+            f"SELECT {columns} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY {same} "
+            f"ORDER BY _tardy_new, arrival_ts, {RECORD_ID}) AS _tardy_copy FROM (SELECT *, "
+            f"{is_new} AS _tardy_new FROM {self.table} WHERE {where})) "
+            "WHERE NOT _tardy_new OR _tardy_copy = 1"
+        )
 
 
 @dataclass
@@ -134,14 +150,17 @@ def fact_sources(
             continue
         keyed = [r for r in readers if not r.by_record] or readers
         natural_key = sqlmesh_api.render_macros(context, keyed[0].name, declared[0].natural_key_sql)
-        indexed = declared[0].key_index
-        if indexed and natural_key != natural_key_expression().sql("spark"):
-            raise FactSourceError(
-                f"{table}: its natural key {natural_key} is not the key index's rule "
-                f"({natural_key_expression().sql('spark')}): only a source whose natural key "
-                "is that rule can declare `key_index: true`"
+        bronze = BronzeTable(table, declared[0].fields, declared[0].event_time)
+        out.append(
+            FactSource(
+                table,
+                natural_key,
+                declared[0].index,
+                tuple(readers),
+                bronze.columns,
+                tuple(map(bronze.column, bronze.fields)),
             )
-        out.append(FactSource(table, natural_key, indexed, tuple(readers)))
+        )
     return out
 
 
@@ -316,15 +335,15 @@ def _restriction(
     if len(rows) > MAX_INLINED_ROWS:
         keys = view("_keys", f"SELECT DISTINCT {key} AS k FROM {new} WHERE {key} IS NOT NULL")
         records = f"({key}) IN (SELECT k FROM {keys})"
-        if source.key_index:
+        if source.key_index is not None:
             key_date = key_date_expression(exp.column("k")).sql("spark")
             records += (
-                f" AND arrival_date IN (SELECT arrival_date FROM {KEY_INDEX_TABLE} "
+                f" AND arrival_date IN (SELECT arrival_date FROM {source.key_index.table} "
                 f"WHERE key_date IN (SELECT {key_date} FROM {keys}) "
                 f"AND natural_key IN (SELECT k FROM {keys}))"
             )
         return _Restriction(
-            records=f"SELECT * FROM {source.table} WHERE {records}",
+            records=source.first_copies(records, f"{RECORD_ID} IN (SELECT {RECORD_ID} FROM {new})"),
             new=f"SELECT * FROM {new}",
             keyed_filter=f"{{grain}} IN (SELECT k FROM {keys})",
             record_filter=f"{RECORD_ID} IN (SELECT {RECORD_ID} FROM {new})",
@@ -333,11 +352,11 @@ def _restriction(
         )
     touched = {r.k for r in rows if r.k is not None}
     located: dict[str, set[date]] = {}
-    if source.key_index and touched:
-        lookup = ARRIVAL_DATES_SQL.format(
-            key_index=KEY_INDEX_TABLE,
-            key_dates=in_list("key_date", {r.key_date for r in rows if r.k is not None}),
-            keys=in_list("natural_key", touched),
+    if source.key_index is not None and touched:
+        # The index read in the keys' own partitions only (static partition pruning).
+        lookup = source.key_index.arrival_dates_sql(
+            in_list("key_date", {r.key_date for r in rows if r.k is not None}),
+            in_list("natural_key", touched),
         )
         for row in delta.query(spark, lookup).collect():
             located.setdefault(row.natural_key, set()).add(row.arrival_date)
@@ -345,11 +364,12 @@ def _restriction(
     records = in_list(f"({key})", touched)
     if source.key_index:
         records = f"{date_list('arrival_date', dates)} AND {records}"
+    new_ids = in_list(RECORD_ID, {r[RECORD_ID] for r in rows})
     return _Restriction(
-        records=f"SELECT * FROM {source.table} WHERE {records}",
+        records=source.first_copies(records, new_ids),
         new=f"SELECT * FROM {new}",
         keyed_filter=_keyed_literal(touched),
-        record_filter=in_list(RECORD_ID, {r[RECORD_ID] for r in rows}),
+        record_filter=new_ids,
         variables=(
             {KEY_RESTRICTION_VARIABLE: KeySet(frozenset(touched), frozenset(dates)).variable()}
             if source.key_index

@@ -26,7 +26,7 @@ UPDATE or DELETE on them. The bronze tables also have Delta's change data feed o
 Each commit to the bronze table a source declares ``key_index: true`` for is preceded by the
 commit of its rows' entries in the key index (``tardy.key_index``), which lets silver read
 only the bronze partitions that hold a key's records; a data home whose bronze predates the
-index gets it built from bronze by the first ``tardy ingest`` (``ensure_key_index``,
+index gets it built from bronze by the first ``tardy ingest`` (``KeyIndex.ensure``,
 idempotent).
 
 Hostile input (``docs/hostile-input.md``): a line is the bytes up to ``\\n`` (a ``\\r``

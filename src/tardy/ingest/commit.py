@@ -17,7 +17,6 @@ from tardy.ingest.errors import FileRefused, IngestError
 from tardy.ingest.parsing import bronze_rows
 from tardy.ingest.result import IngestResult, refuse, skip
 from tardy.ingest.tables import LEDGER_TABLE, BronzeTable, bronze_tables
-from tardy.key_index import append_key_index
 from tardy.sql import date_list
 
 COMMIT_ATTEMPTS = 5  # per batch, against concurrent ingests (each retry drops their files)
@@ -142,8 +141,8 @@ def _commit(
         bronze.createOrReplaceTempView(view)
         dates = set(frame["arrival_date"])
         try:
-            if table.key_index:
-                append_key_index(spark, view)
+            if table.key_index is not None:
+                table.key_index.append(spark, view)
             # SQL rather than the DeltaTable API: it also runs over Spark Connect, whose
             # server would otherwise need Delta's Connect plugins (docs/cluster.md).
             merged = spark.sql(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from tardy.key_index import ensure_key_index
+from tardy.key_index import KeyIndex
 from tardy.sources import Sources, declared, path
 
 LEDGER_TABLE = "bronze.ingest_ledger"
@@ -33,14 +33,14 @@ class BronzeTable:
     Its columns: ``_META_COLUMNS``, then ``<ts_field> TIMESTAMP`` (the record's ``ts_field``
     parsed by ``parse_event_ts``), ``raw_record``, ``parse_error``, then one STRING column per
     record field in ``fields`` order, holding the field's JSON text; the ``ts_field`` column
-    of that list is named ``<ts_field>_raw``. ``key_index``: its rows are indexed in the key
-    index (``tardy.key_index``) before each commit.
+    of that list is named ``<ts_field>_raw``. ``key_index``: where its rows are indexed
+    (``tardy.key_index``) before each commit, None without an index.
     """
 
     name: str
     fields: tuple[str, ...]
     ts_field: str
-    key_index: bool = False
+    key_index: KeyIndex | None = None
 
     def column(self, field_name: str) -> str:
         return f"{field_name}_raw" if field_name == self.ts_field else field_name
@@ -82,7 +82,7 @@ def bronze_tables(sources: Sources | None = None) -> tuple[BronzeTable, ...]:
     in declaration order."""
     sources = sources or declared()
     return tuple(
-        BronzeTable(table, first.fields, first.event_time, first.key_index)
+        BronzeTable(table, first.fields, first.event_time, first.index)
         for table, (first, *_) in sources.by_bronze().items()
     )
 
@@ -108,13 +108,6 @@ def arrivals(spark: SparkSession, sources: Sources | None = None) -> str:
         f"SELECT source_system, arrival_date, arrival_ts, {t.ts_field} AS event_ts FROM {t.name}"
         for t in tables
     )
-
-
-def indexed_table(sources: Sources | None = None) -> str | None:
-    """The bronze table with the key index (``tardy history`` reads a key's records in it),
-    None when no source declares one."""
-    sources = sources or declared()
-    return next((s.bronze for s in sources.sources.values() if s.key_index), None)
 
 
 def undeclared(source_system: str) -> str:
@@ -156,5 +149,5 @@ def ensure_tables(spark: SparkSession) -> None:
         spark.sql(table.ddl)
     spark.sql(LEDGER_DDL)
     for table in tables:  # before any append: the index must cover all of its table
-        if table.key_index:
-            ensure_key_index(spark, table.name)
+        if table.key_index is not None:
+            table.key_index.ensure(spark, table.name)
