@@ -331,4 +331,4 @@ def test_another_domain_runs_every_command_by_the_guide_against_its_landing_file
         check_answers(dump, home.landing, after)
     finally:
         engine.release()
-        Path("/tmp/your_project_dump.json").write_text(json.dumps(dump, indent=1, default=str))
+        (tmp_path / "answers.json").write_text(json.dumps(dump, indent=1, default=str))
