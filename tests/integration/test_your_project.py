@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 from children import cli_in_process
-from test_adding_a_source import run
+from test_adding_a_source import days, run
 from test_code_change import copy_project as copy_project_files
 
 from tardy.home import project_root
@@ -152,14 +152,6 @@ def totals(cells: dict[tuple[date, int], tuple[int, int, Decimal]], on: date) ->
 def moves(old: tuple, new: tuple) -> float:
     """The largest share by which the rides or the fares of a day move."""
     return max(float(abs(b - a) / a) if a else float(b != a) for a, b in zip(old, new, strict=True))
-
-
-def days(spans: list[list[str]]) -> set[date]:
-    out = set()
-    for first, last in spans:
-        a, b = date.fromisoformat(first), date.fromisoformat(last)
-        out |= {a + timedelta(days=i) for i in range((b - a).days + 1)}
-    return out
 
 
 def answer(*argv: str) -> tuple[int, str, str]:
