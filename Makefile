@@ -12,7 +12,7 @@ setup: $(VENV)/.tardy-setup
 
 # One line per step with its time; each step's own output in .venv/setup-logs/, shown
 # (its tail) only when the step fails (scripts/setup.py, standard library only).
-$(VENV)/.tardy-setup: pyproject.toml constraints.txt src/tardy/jars.py src/tardy/jvm.py \
+$(VENV)/.tardy-setup: pyproject.toml constraints.txt src/tardy/runtime/jars.py src/tardy/runtime/jvm.py \
 		scripts/setup.py
 	@$(PYTHON) scripts/setup.py --venv $(VENV)
 	@touch $@

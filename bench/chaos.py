@@ -16,7 +16,7 @@ invariants of issue 10:
 
 Every command runs on both of the embedded default's paths, in turn (each command gets both
 within any 8 trials): in-process (``TARDY_ENGINE=off``, the kill takes the command's own
-Spark JVM with it) and on the data home's warm engine (``tardy.warm``: the engine outlives
+Spark JVM with it) and on the data home's warm engine (``tardy.runtime.warm``: the engine outlives
 the killed client, its statement may still be running on it; the check and the recovery run
 on the same engine, which interrupts the dead client's session first).
 
@@ -137,8 +137,8 @@ def build_base() -> None:
     planned; built here unless ``make test`` or an earlier run built it for the same project
     digest, one builder at a time: ``tests/integration/homes.py``), a baseline restatement of
     its own late data, then late rows for closed days landed (not ingested)."""
-    from tardy.landing import arrival_dir_name
-    from tardy.restatements import restate
+    from tardy.ingest.landing import arrival_dir_name
+    from tardy.requests.restatements import restate
 
     root = Path(os.environ["TARDY_HOME"])
     engine = _tests_module("homes").Engine()
@@ -273,8 +273,8 @@ def check_trial(spec_path: Path) -> None:
     from tardy.consumers.fingerprint import fingerprints
     from tardy.engine import log
     from tardy.engine.detect import detect
-    from tardy.home import activate
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
+    from tardy.project.home import activate
 
     spec = json.loads(spec_path.read_text())
     home = activate()
@@ -412,7 +412,7 @@ class Harness:
         shutil.copytree(self.home, self.templates / name, symlinks=True)
 
     def stop_engine(self) -> None:
-        from tardy import warm
+        from tardy.runtime import warm
 
         warm.stop(warm.Paths(self.home))
 

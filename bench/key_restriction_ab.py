@@ -48,11 +48,11 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--days", type=int, nargs="+", default=[1, 10])
     args = parser.parse_args()
-    from tardy import restatements as restatement
     from tardy.engine import sqlmesh_api
     from tardy.ingest import ingest
-    from tardy.landing import arrival_dir_name
-    from tardy.project import open_context, spark_of
+    from tardy.ingest.landing import arrival_dir_name
+    from tardy.project.context import open_context, spark_of
+    from tardy.requests import restatements as restatement
 
     context = open_context()
     spark = spark_of(context)

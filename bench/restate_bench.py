@@ -111,9 +111,9 @@ class Home:
         self.start = date.fromisoformat(os.environ.setdefault("TARDY_START", BENCH_START))
         from tardy.engine import meter
         from tardy.ingest import ingest
-        from tardy.landing import arrival_dir_name
-        from tardy.project import open_context, spark_of
-        from tardy.restatements import restate
+        from tardy.ingest.landing import arrival_dir_name
+        from tardy.project.context import open_context, spark_of
+        from tardy.requests.restatements import restate
         from tardy.simulate import SimulationConfig, simulate
 
         self._meter, self._restate, self._ingest = meter, restate, ingest
@@ -143,7 +143,7 @@ class Home:
         self.ingest_seconds = time.perf_counter() - t0
         # The lateness series' backfill of the whole home (`tardy ingest` extends it after
         # its commit; the library's ingest, timed here and by the daily runs, does not).
-        from tardy.lateness_series import extend
+        from tardy.lateness.series import extend
 
         self._extend = extend
         t0 = time.perf_counter()
@@ -405,8 +405,8 @@ def cli_outcome(wall: float, out: str) -> dict[str, t.Any]:
 
 
 def part_demo(root: Path) -> dict[str, t.Any]:
-    from tardy import jvm
-    from tardy.landing import arrival_dir_name
+    from tardy.ingest.landing import arrival_dir_name
+    from tardy.runtime import jvm
     from tardy.simulate import SimulationConfig
 
     config = SimulationConfig()  # what `tardy demo` simulates
@@ -415,7 +415,7 @@ def part_demo(root: Path) -> dict[str, t.Any]:
     home.mkdir(parents=True)
     log = root / "demo.log"
     env = {**os.environ, "TARDY_HOME": str(home), "TARDY_START": config.start.isoformat()}
-    # The stock `sqlmesh` CLI does not call tardy.home.activate: give it the JVM class
+    # The stock `sqlmesh` CLI does not call tardy.project.home.activate: give it the JVM class
     # archive too, so that both CLIs start alike.
     env.setdefault(jvm.ARCHIVE_VARIABLE, jvm.options())
     print(f"[demo] {home} (log: {log})", flush=True)

@@ -2,7 +2,7 @@
 
 Builds the demo's data home with ``tardy demo`` (the warm engine starts with it), then, each
 as a fresh process: ``tardy status`` and ``tardy detect`` (computed with ``--fresh``, then
-answered from their record: ``tardy.recorded``), ``tardy log`` and a stock ``sqlmesh run``
+answered from their record: ``tardy.cli.recorded``), ``tardy log`` and a stock ``sqlmesh run``
 with nothing to do, ``--repeat`` times on the warm engine and once in-process
 (``TARDY_ENGINE=off``: a JVM of its own per command, the engine stopped first). Then 3 late
 sales land for one closed day and, both on the warm engine, a 1-day ``tardy restate`` is
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from restate_bench import late_sales, midnight
 
-from tardy.landing import arrival_dir_name
+from tardy.ingest.landing import arrival_dir_name
 from tardy.simulate import SimulationConfig
 
 ROOT = Path(__file__).resolve().parent.parent

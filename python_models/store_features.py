@@ -13,7 +13,7 @@ from sqlglot import parse_one
 from sqlmesh import ExecutionContext, model
 from sqlmesh.core.model.kind import ModelKindName
 
-from tardy.grace import grace_days
+from tardy.lateness.grace import grace_days
 
 WINDOW_DAYS = 28
 
@@ -33,7 +33,7 @@ WINDOW_DAYS = 28
     # A feature day reads the WINDOW_DAYS daily days ending on it: tardy's restatement closure
     # (tardy.engine.closure) restates the WINDOW_DAYS feature days after a changed daily day.
     # Published too: consumers read its versions by number (tardy publish, tardy versions).
-    # Its own measure: what a diff, a restatement and a release note show (tardy.engine.headline).
+    # Its own measure: what a diff, a restatement and a release note show (tardy.project.headline).
     tags=[f"restate_window={WINDOW_DAYS}", "published", "measure=revenue_28d"],
     grain=["feature_date", "store_id"],
     depends_on=["gold.daily_store_revenue"],

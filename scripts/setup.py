@@ -103,9 +103,10 @@ def setup(root: Path, venv: Path, python: str) -> None:
     beside = Step("extras' packages", [*pip, *extras(root / "pyproject.toml")], logs / "extras.log")
     beside.start()
     try:
-        jars = Step("Delta jars", [bin_python, "-m", "tardy.jars", "install"], logs / "jars.log")
+        install = [bin_python, "-m", "tardy.runtime.jars", "install"]
+        jars = Step("Delta jars", install, logs / "jars.log")
         print(jars.start().finish())
-        archive = [bin_python, "-m", "tardy.jvm", "archive"]
+        archive = [bin_python, "-m", "tardy.runtime.jvm", "archive"]
         print(Step("JVM class archive", archive, logs / "archive.log").start().finish())
         print(beside.finish())
     finally:

@@ -104,7 +104,7 @@ def engine() -> Iterator[object]:
 def data_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """The worker's shared data home (modules that need a state of their own copy a
     template instead: ``homes.Template``)."""
-    from tardy.home import activate
+    from tardy.project.home import activate
 
     previous = os.environ.get("TARDY_HOME")
     os.environ["TARDY_HOME"] = str(tmp_path_factory.mktemp("tardy_home"))

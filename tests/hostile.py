@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 
-from tardy.landing import arrival_dir_name
+from tardy.ingest.landing import arrival_dir_name
 
 __all__ = ["HostileCase", "Outcome", "write_after_ingest", "write_hostile_landing"]
 

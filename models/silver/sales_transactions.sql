@@ -6,7 +6,7 @@ MODEL (
     lookback @grace_lookback()
   ),
   grain transaction_id,
-  -- Its own measure: what a diff, a restatement and a release note show (tardy.engine.headline).
+  -- Its own measure: what a diff, a restatement and a release note show (tardy.project.headline).
   tags ('measure=net_amount'),
   -- Not read by the query: the reconciliation audit reads the quarantine of the interval,
   -- so it must be computed first.

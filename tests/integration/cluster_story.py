@@ -31,7 +31,7 @@ from pathlib import Path
 from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, cli_in_process, exports_of, late_sales
 from homes import Template
 
-from tardy.home import project_root
+from tardy.project.home import project_root
 from tardy.simulate import simulate
 
 SQLMESH = str(Path(sys.executable).parent / "sqlmesh")
@@ -391,18 +391,18 @@ def ingest_here(home: Path, landing: Path, spark: t.Any) -> dict[str, t.Any]:
 
 
 if __name__ == "__main__":
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
 
     if sys.argv[1] == "writes":
         print(json.dumps(silver_writes(spark_of(open_context(load=False)))))
     elif sys.argv[1] == "ingest":  # ingest LANDING: the first delivery, then bronze's rows
-        from tardy.home import activate
+        from tardy.project.home import activate
 
         opened = open_context()
         story = ingest_here(activate().root, Path(sys.argv[2]), spark_of(opened))
         print(json.dumps(story, default=str))
     else:  # flow LANDING [--no-run]: the story up to the promotion, in this process
-        from tardy.home import activate
+        from tardy.project.home import activate
 
         opened = open_context()
         story = flow_here(

@@ -1,4 +1,4 @@
-"""The ``demo`` template: `tardy demo`'s own code (``tardy.demo.run_demo``) run once per
+"""The ``demo`` template: `tardy demo`'s own code (``tardy.simulate.demo.run_demo``) run once per
 content hash in the worker's warm engine, on a smaller month than the command's; what it told
 and returned are the template's facts (``test_demo_story``)."""
 
@@ -37,7 +37,7 @@ def run_demo(home: t.Any, context: t.Any) -> dict[str, t.Any]:
     prints them, and what it told (its console, 80 columns)."""
     from rich.console import Console
 
-    from tardy.demo import run_demo as demo
+    from tardy.simulate.demo import run_demo as demo
 
     told = io.StringIO()
     console = Console(file=told, width=80, force_terminal=False, color_system=None)

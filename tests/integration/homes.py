@@ -9,7 +9,7 @@ templates built once per content hash and copied per test (docs/testing.md).
   subject is the process start one.
 - :class:`Template` is a starting state (a simulated feed ingested, prod planned, ...) built
   once in the warm engine under ``.tardy/test-templates/<name>-<digest>/`` and copied per test
-  with :func:`tardy.homecopy.copy_home` (``cp -a`` + the metastore's absolute locations
+  with :func:`tardy.project.homecopy.copy_home` (``cp -a`` + the metastore's absolute locations
   rewritten). The digest covers the project (models, macros, audits, config), tardy's code,
   this file and the builder's module: a change to any of them builds the template again; an
   unchanged tree reuses it across runs (``make test`` a second time).
@@ -29,8 +29,8 @@ import typing as t
 from dataclasses import dataclass
 from pathlib import Path
 
-from tardy.home import DataHome, project_root
-from tardy.homecopy import copy_home
+from tardy.project.home import DataHome, project_root
+from tardy.project.homecopy import copy_home
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -71,8 +71,8 @@ class Engine:
     def open(self, root: Path) -> tuple[DataHome, Context, SparkSession]:
         """Open the data home at ``root`` (created if missing) in this process; the home, a
         loaded ``Context`` and its SparkSession. Already open: the same objects."""
-        from tardy.home import activate
-        from tardy.project import open_context, spark_of
+        from tardy.project.context import open_context, spark_of
+        from tardy.project.home import activate
 
         root = root.resolve()
         if self.home is None or self.home.root != root:
@@ -148,7 +148,7 @@ def _shut(root: Path) -> None:
         except Exception as shutdown:  # noqa: BLE001
             if not any(s in str(shutdown) for s in ("08006", "shutdown", "not found")):
                 raise
-    from tardy.busy import _lock_holders
+    from tardy.runtime.busy import _lock_holders
 
     for name in ("state.duckdb", "metastore_db/dbex.lck", "metastore_db/db.lck"):
         held = _lock_holders(root / name) & {os.getpid(), _jvm_pid()}

@@ -18,7 +18,7 @@ from timeline import last_complete_day
 
 from tardy.consumers.fingerprint import fingerprints
 from tardy.ingest import ingest
-from tardy.landing import arrival_dir_name
+from tardy.ingest.landing import arrival_dir_name
 
 Daily = dict[tuple[date, int], tuple[int, int, Decimal]]
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from children import SMALL_CLOCK, SMALL_CONFIG, cli_in_process, late_sales
 
-from tardy.home import project_root
+from tardy.project.home import project_root
 
 CONFIG, CLOCK = SMALL_CONFIG, SMALL_CLOCK
 TERMINAL = {"promoted", "discarded", "rolled_back", "audit_failed", "breaker_tripped"}
@@ -126,7 +126,7 @@ def _log_commits(log: Path) -> list[list[t.Any]]:
 def land_late_rows(child: Child) -> None:
     """Four sales for two closed days, arriving an hour after the clock."""
     from tardy.ingest import ingest
-    from tardy.landing import arrival_dir_name
+    from tardy.ingest.landing import arrival_dir_name
 
     folder = child.home.landing / "pos" / arrival_dir_name(CLOCK + timedelta(hours=1))
     folder.mkdir(parents=True)

@@ -25,7 +25,7 @@ from test_code_change import copy_project as copy_project_files
 from test_code_change import view_target
 from test_readme_tour import _sqlmesh
 
-from tardy.home import project_root
+from tardy.project.home import project_root
 
 REPO = project_root()  # before the test points TARDY_PROJECT at its copy
 GUIDE = REPO / "docs" / "adding-a-source.md"

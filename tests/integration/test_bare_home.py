@@ -83,7 +83,7 @@ def test_a_setting_that_names_nothing_the_project_has_exits_1_in_one_line(
     so the command runs as ``engine.foreign``, which closes that session after it."""
     from test_code_change import copy_project
 
-    from tardy.warm import ENGINE_VARIABLE
+    from tardy.runtime.warm import ENGINE_VARIABLE
 
     project = copy_project(tmp_path / "project")
     path = project / name

@@ -21,7 +21,7 @@ import pytest
 from children import cli_in_process, in_own_home
 from report_pages import assert_report_pages_render
 
-from tardy.home import project_root
+from tardy.project.home import project_root
 
 # Long tier: `tardy demo` and the stock `sqlmesh` CLI as processes (a warm engine, cold JVMs).
 # Their fast guards: test_demo_story (the demo's steps in-process), test_cli_smoke (the CLI

@@ -30,8 +30,8 @@ from children import (
 from proc_table import command_lines
 from prod_checks import assert_prod_equals_recomputation
 
-from tardy import warm
-from tardy.home import project_root
+from tardy.project.home import project_root
+from tardy.runtime import warm
 
 BIN = Path(sys.executable).parent
 LATE_DAYS = [(SMALL_CONFIG.start + timedelta(days=n)).isoformat() for n in (1, 4)]
@@ -68,7 +68,7 @@ def _jvms_of(home: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def smoke(engine: t.Any, tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[dict[str, t.Any]]:
-    from tardy.landing import arrival_dir_name
+    from tardy.ingest.landing import arrival_dir_name
 
     home = tmp_path_factory.mktemp("smoke") / "home"
     SMALL.copy_to(engine, home)

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import pytest
 
-from tardy.home import project_root
+from tardy.project.home import project_root
 from tardy.simulate import SimulationConfig
 
 # Long tier: a child process (its own JVM) on a copy of the project. Fast guard:
@@ -187,9 +187,9 @@ def gold_facts(spark, schema: str) -> dict:
 
 
 def scenario(project: Path) -> dict:
-    from tardy.home import activate
     from tardy.ingest import ingest
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
+    from tardy.project.home import activate
     from tardy.simulate import simulate
 
     facts: dict = {"seconds": {}}

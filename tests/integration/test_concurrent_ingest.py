@@ -26,10 +26,10 @@ START = datetime.combine(CONFIG.start, datetime.min.time(), UTC)
 
 def race() -> list:
     """Child: three rounds of two simultaneous ingests; what each round found."""
-    from tardy.home import activate
     from tardy.ingest import ingest
     from tardy.ingest.tables import LEDGER_TABLE, ensure_tables
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
+    from tardy.project.home import activate
     from tardy.simulate import simulate
 
     home = activate()

@@ -1,7 +1,7 @@
 """`tardy demo`'s story, step by step, in-process: the fast tier's guard of ``test_cli``
 (long tier: `tardy demo` as a user runs it, a process on the data home's warm engine).
 
-The ``demo`` template (``demo_story``) runs the demo's own code (``tardy.demo.run_demo``:
+The ``demo`` template (``demo_story``) runs the demo's own code (``tardy.simulate.demo.run_demo``:
 ingest, plan, the late batches, a daily run, publish and train, detect, restate without
 promoting, promote, status, a named restatement, impact and retrain, the report and the
 summary) once per content hash, in the worker's warm engine, on a smaller month than the

@@ -1,4 +1,4 @@
-"""A copied data home is a valid data home (``tardy.homecopy``, the templates' copies).
+"""A copied data home is a valid data home (``tardy.project.homecopy``, the templates' copies).
 
 A copy of the ``small`` template, opened in the worker's warm engine: every database and
 table of its metastore lives under the copy, its SQLMesh state knows prod, bronze holds one
@@ -16,7 +16,7 @@ import oracle
 import pytest
 from children import SMALL
 
-from tardy.homecopy import HomeCopyError, copy_home
+from tardy.project.homecopy import HomeCopyError, copy_home
 
 
 def _commits(table_dir: Path) -> list[str]:

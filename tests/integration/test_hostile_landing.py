@@ -41,11 +41,11 @@ def child() -> dict:
     from hostile import Outcome, write_after_ingest, write_hostile_landing
 
     from tardy.cli import main
-    from tardy.home import activate
     from tardy.ingest import ingest
     from tardy.ingest.result import FilesRefused
     from tardy.ingest.tables import LEDGER_TABLE
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
+    from tardy.project.home import activate
 
     home = activate()
     context = open_context()

@@ -55,7 +55,7 @@ from children import (
 from prod_checks import assert_prod_equals_recomputation
 from webhook import Hook
 
-from tardy.home import project_root
+from tardy.project.home import project_root
 
 CONFIG, CLOCK = SMALL_CONFIG, SMALL_CLOCK
 BIN = Path(sys.executable).parent
@@ -74,8 +74,8 @@ REASON = "late rows for closed days"
 def land_late(home, context, spark) -> None:
     """On the small prod: late rows on closed days, ingested."""
     from tardy.ingest import ingest
-    from tardy.landing import arrival_dir_name
-    from tardy.restatements import restate
+    from tardy.ingest.landing import arrival_dir_name
+    from tardy.requests.restatements import restate
 
     assert restate(context, spark, "baseline").status == "nothing_to_do"
     folder = home.landing / "pos" / arrival_dir_name(CLOCK + timedelta(hours=1))
@@ -88,7 +88,7 @@ def build_and_stage(home, context, spark, cut: bool = False) -> dict[str, t.Any]
     """On the small prod: late rows on closed days, a staged restatement; with ``cut``,
     stopped in-process between the staging's commit and its event (``announce:0``)."""
     from tardy.errors import FailpointReached
-    from tardy.restatements import restate
+    from tardy.requests.restatements import restate
 
     land_late(home, context, spark)
     if not cut:

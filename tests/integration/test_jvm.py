@@ -1,4 +1,4 @@
-"""The Spark driver starts from the class archive ``make setup`` built (``tardy.jvm``)."""
+"""The Spark driver starts from the class archive ``make setup`` built (``tardy.runtime.jvm``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import typing as t
 
 import pytest
 
-from tardy import jvm
+from tardy.runtime import jvm
 
 
 def test_the_driver_starts_with_the_class_archive_and_the_small_data_profile(

@@ -42,11 +42,11 @@ from timeline import (
     last_complete_day,
 )
 
-from tardy import exact_writes
 from tardy.engine.watermark import Watermark
 from tardy.engine.watermark import read as read_watermark
 from tardy.ingest import ingest
-from tardy.landing import arrival_dir_name
+from tardy.ingest.landing import arrival_dir_name
+from tardy.project import exact_writes
 
 pytestmark = pytest.mark.long
 
@@ -166,7 +166,7 @@ def test_control_the_stock_spark_strategy_keeps_stale_rows_and_the_audits_catch_
     timeline.files.add(path)
     SparkEngineAdapter.INSERT_OVERWRITE_STRATEGY = InsertOverwriteStrategy.INSERT_OVERWRITE
     # project.yaml's `before_all` switches exact writes on at the start of every plan (its
-    # macro calls `tardy.exact_writes.enable`): stubbed here, or the control would not run.
+    # macro calls `tardy.project.exact_writes.enable`): stubbed here, or the control would not run.
     switch_on = exact_writes.enable
     exact_writes.enable = lambda: None
     try:
@@ -201,7 +201,7 @@ def test_detect_and_restate_recompute_exactly_the_impacted_closed_intervals(
 ) -> None:
     from tardy.engine import facts
     from tardy.engine.detect import detect
-    from tardy.restatements import promote_staged, restate
+    from tardy.requests.restatements import promote_staged, restate
 
     clock = timeline.builds[-1].clock
     last = CONFIG.last_day
@@ -589,8 +589,8 @@ def assert_report_shows_the_emptied_day(context, spark, staged, prod_rows, day: 
     whole: what prod held before (read before promotion) against 0, revision 1, with the
     restatement's id and reason; the status summary counts those removed rows too."""
     from tardy.consumers.revisions import revisions
-    from tardy.consumers.versions import published_snapshots
-    from tardy.reporting import gather
+    from tardy.engine.sqlmesh_api import published_snapshots
+    from tardy.reporting.gather import gather
 
     report = gather(context, spark)
     shown = {d.event_date: d for d in report.daily}[day]
@@ -675,7 +675,7 @@ def test_breaker_and_failed_audit_leave_prod_identical_then_rollback_restores(
 ) -> None:
     from tardy.engine import log as restatement_log
     from tardy.engine.outcome import BreakerTripped, RestatementError
-    from tardy.restatements import restate, rollback
+    from tardy.requests.restatements import restate, rollback
 
     # Prod reflects bronze (``restated``) and the arrival watermark is set: only the rows
     # landed below are new. Without a watermark every record would count as new, and the
@@ -787,7 +787,7 @@ def test_named_restatement_restates_the_range_cascades_what_changed_and_rolls_ba
     where nothing is wrong it promotes nothing and says so."""
     from tardy.engine import log as restatement_log
     from tardy.engine.named import Selection
-    from tardy.restatements import restate, rollback
+    from tardy.requests.restatements import restate, rollback
 
     daily = physical_table(context, "gold.daily_store_revenue")
     day = CONFIG.start + timedelta(days=9)

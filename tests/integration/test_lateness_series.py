@@ -60,7 +60,7 @@ def _record(source: str, hour: int, i: int) -> dict[str, object]:
 
 
 def _land(landing: Path, source: str, hour: int, name: str = "batch") -> None:
-    from tardy.landing import arrival_dir_name
+    from tardy.ingest.landing import arrival_dir_name
 
     folder = landing / source / arrival_dir_name(START + timedelta(hours=hour))
     folder.mkdir(parents=True, exist_ok=True)
@@ -138,7 +138,7 @@ def fed(engine, tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_the_series_matches_the_landing_files_and_follows_new_batches(fed) -> None:
-    from tardy.lateness_series import extend, hours_of
+    from tardy.lateness.series import extend, hours_of
 
     home, _, spark = fed
     backfill = extend(spark)  # the library's ingest did not extend it: the first backfills
@@ -192,8 +192,8 @@ def test_status_lateness_is_the_series_summed_also_after_an_older_series(fed) ->
     """``tardy status``'s lateness per source and overall is the series' hours added up (the
     percentiles from their merged sketches), equal to the landing files' own numbers; a
     series an older tardy wrote (no sketches, one hour only) is rebuilt first."""
-    from tardy import lateness_series
     from tardy.consumers.status import lateness
+    from tardy.lateness import series as lateness_series
 
     home, _, spark = fed
     spark.sql("DROP TABLE tardy.lateness_series")
@@ -228,9 +228,9 @@ def test_status_lateness_is_the_series_summed_also_after_an_older_series(fed) ->
 
 
 def test_a_lag_jump_of_six_hours_alerts_its_source_only_naming_its_owner(fed) -> None:
-    from tardy.alerts import Metric, check_baseline, thresholds
-    from tardy.baseline import measure
-    from tardy.sources import declared
+    from tardy.lateness.alerts import Metric, check_baseline, thresholds
+    from tardy.lateness.baseline import measure
+    from tardy.project.sources import declared
 
     _, context, spark = fed
     variables = context.config.variables
@@ -251,8 +251,8 @@ def test_a_lag_jump_of_six_hours_alerts_its_source_only_naming_its_owner(fed) ->
 
     # The report reads the same: every hour of the series, the alert over its hours, and
     # each source's limit at twice the median of its hourly p99 lags before the window.
-    from tardy.lateness_series import hours_of
-    from tardy.reporting import _lateness
+    from tardy.lateness.series import hours_of
+    from tardy.reporting.gather import _lateness
 
     hours, drawn, limits = _lateness(context, spark, 3)
     assert [(h.source_system, h.arrival_hour) for h in hours] == [
@@ -282,10 +282,10 @@ def test_grace_suggests_the_window_the_landing_files_call_for(fed, daily_target:
     """Each source's suggestion is the smallest window within its tier's bounds whose late
     share (from the landing files, by the oracle's buckets) stays within its tier's target;
     the project's is the largest of them."""
-    from tardy.alerts import thresholds
-    from tardy.grace import fit
-    from tardy.home import project_root
-    from tardy.sources import declared
+    from tardy.lateness.alerts import thresholds
+    from tardy.lateness.grace import fit
+    from tardy.project.home import project_root
+    from tardy.project.sources import declared
 
     home, context, spark = fed
     variables = dict(context.config.variables)
@@ -321,7 +321,7 @@ def test_grace_apply_yields_a_plan_that_changes_only_the_lookbacks(
     from children import SMALL, SMALL_CLOCK
     from test_code_change import copy_project
 
-    from tardy.grace import write_grace_days
+    from tardy.lateness.grace import write_grace_days
 
     project = copy_project(tmp_path / "project")
     write_grace_days(project, 5)
@@ -369,7 +369,7 @@ def test_a_source_silent_for_30_hours_alerts_naming_its_owner_and_not_before(
     ``partner`` only, naming its owner and its last arrival, silent exactly as long as the
     landing files say; with now before the gap, no source is silent. Runs last: it lands."""
     import tardy.consumers.status
-    import tardy.project
+    import tardy.project.context
     from tardy import cli
     from tardy.ingest import ingest
 
@@ -377,7 +377,7 @@ def test_a_source_silent_for_30_hours_alerts_naming_its_owner_and_not_before(
     for hour in range(HOURS, HOURS + SILENT_HOURS):
         _land(home.landing, "pos", hour, name="after")
     ingest(spark, home.landing)
-    monkeypatch.setattr(tardy.project, "open_context", lambda *a, **k: context)
+    monkeypatch.setattr(tardy.project.context, "open_context", lambda *a, **k: context)
     # This home has bronze alone (no plan): status's per-tier part is its lateness over bronze,
     # measured for real; the alerts against history (the silence among them) are --check's own.
     monkeypatch.setattr(tardy.consumers.status, "status", _bronze_status)

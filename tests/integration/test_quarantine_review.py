@@ -38,7 +38,7 @@ from children import SMALL, SMALL_CLOCK, SMALL_CONFIG, cli_cut_at, cli_in_proces
 from prod_checks import actual_daily, expected_daily
 from review_story import env_of
 
-from tardy.home import project_root
+from tardy.project.home import project_root
 
 DAY = SMALL_CONFIG.start + timedelta(days=2)  # closed at SMALL_CLOCK (grace: 3 days)
 ARRIVAL = SMALL_CLOCK + timedelta(hours=1)
@@ -84,8 +84,8 @@ def lake(engine: t.Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, t
     """The small template's copy with the hostile batch ingested and restated; each hostile
     line's record id."""
     from tardy.ingest import ingest
-    from tardy.landing import arrival_dir_name
-    from tardy.restatements import restate
+    from tardy.ingest.landing import arrival_dir_name
+    from tardy.requests.restatements import restate
 
     root = tmp_path_factory.mktemp("quarantine-review") / "home"
     SMALL.copy_to(engine, root)
@@ -350,7 +350,7 @@ def _other_steward(how: str, home: t.Any, tmp_path: Path) -> t.Iterator[None]:
     per open file), or a real process holding it (``"held"``, the long tier)."""
     if how == "cut":
         from tardy.engine.restate import restatement_lock
-        from tardy.project import load_config
+        from tardy.project.context import load_config
         from tardy.quarantine.steward import LOCK_NAME
 
         with restatement_lock(load_config(), None).exclusive(LOCK_NAME):
@@ -400,7 +400,7 @@ def test_the_fixes_restate_exactly_their_day_to_the_oracle(lake: dict[str, t.Any
     their transactions and gold by exactly DAY's store 1, and gold equals the oracle over
     every landing file, steward records included."""
     from tardy.engine.detect import detect
-    from tardy.restatements import restate
+    from tardy.requests.restatements import restate
 
     home, context, spark = lake["home"], lake["context"], lake["spark"]
     reviewed = _reviewed(lake)

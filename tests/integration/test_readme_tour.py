@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from children import cli_in_process
 
-from tardy.home import project_root
+from tardy.project.home import project_root
 
 ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-z_]+\b")
 SQL_COMMENT = "# any Spark SQL client: "

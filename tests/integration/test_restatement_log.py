@@ -25,7 +25,7 @@ from datetime import datetime
 import pytest
 from children import in_own_home
 
-from tardy.home import project_root
+from tardy.project.home import project_root
 
 OLD_ID, NEW_ID, FAILED_ID = "20240101T000000Z-old001", "20240301T000000Z-new001", "failed-1"
 SILVER, DAILY = "silver.sales_transactions", "gold.daily_store_revenue"
@@ -165,7 +165,7 @@ def phase_old() -> None:
     """The long tier's child: the schema-1 log, then the current code migrates it and is
     killed between the migration's two steps."""
     from tardy.engine import log
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
 
     spark = spark_of(open_context(load=False))
     print("RESULT " + json.dumps({"old_rows": _old_log(spark)}))
@@ -182,7 +182,7 @@ def phase_old_cut() -> dict[str, int]:
 
     from tardy.engine import log
     from tardy.errors import FailpointReached
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
 
     spark = spark_of(open_context(load=False))
     old = {"old_rows": _old_log(spark)}
@@ -197,8 +197,8 @@ def phase_old_cut() -> dict[str, int]:
 def _new_entries() -> list[t.Any]:
     """The current code's entries for a new restatement, with real engine objects."""
     from tardy.engine.audit import AuditResult
-    from tardy.engine.detect import Manifest
     from tardy.engine.log import Action, LogEntry
+    from tardy.engine.results import Manifest
     from tardy.engine.stage import StagedTable
 
     spans = {SILVER: [["2024-03-01", "2024-03-02"]], DAILY: [["2024-03-02", "2024-03-02"]]}
@@ -311,7 +311,7 @@ def _new_entries() -> list[t.Any]:
 def phase_new() -> dict[str, t.Any]:
     """What the kill left, the migration finished (twice), typed rows appended, both read."""
     from tardy.engine import log, log_schema
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
 
     spark = spark_of(open_context(load=False))
     table = log_schema.LOG_TABLE

@@ -54,7 +54,7 @@ from review_story import (
     stage_tables,
 )
 
-from tardy.home import project_root
+from tardy.project.home import project_root
 
 # The long tier (`make test-long`): the fast tier's guards are test_review_commands (the
 # review commands in-process), test_interrupted_promotion's warm-engine kills and

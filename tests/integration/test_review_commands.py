@@ -130,7 +130,7 @@ def test_the_busy_check_names_another_holder_of_the_state_and_ignores_its_own(
 ) -> None:
     import fcntl
 
-    from tardy.busy import home_busy
+    from tardy.runtime.busy import home_busy
 
     state = tmp_path / "state.duckdb"
     state.write_bytes(b"")

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import pytest
 from children import exports_of
 
-from tardy import lock
+from tardy.runtime import lock
 
 if t.TYPE_CHECKING:
     from sqlmesh.core.config.connection import ConnectionConfig
@@ -39,8 +39,8 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 HOLD = """
 import sys, time
 from tardy.engine.restate import hold, restatement_lock
-from tardy.lock import LockedError
-from tardy.project import load_config
+from tardy.runtime.lock import LockedError
+from tardy.project.context import load_config
 how, rid, start, hold_for = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 time.sleep(max(0.0, start - time.time()))
 try:
@@ -291,7 +291,7 @@ def test_hold_nested_in_one_process_keys_its_bookkeeping_on_the_state_database(
     code = (
         "import os\n"
         "from tardy.engine import restate\n"
-        "from tardy.project import load_config\n"
+        "from tardy.project.context import load_config\n"
         "with restate.hold('outer'):\n"
         "    with restate.hold('inner'):\n"
         "        print(sorted(restate._held))\n"
@@ -316,7 +316,7 @@ def test_the_backend_follows_the_gateways_state_connection(
     code = (
         "import sys\n"
         "from tardy.engine.restate import restatement_lock\n"
-        "from tardy.project import load_config\n"
+        "from tardy.project.context import load_config\n"
         "config = load_config()\n"
         "for gateway in sys.argv[1:]:\n"
         "    print(restatement_lock(config, None if gateway == '-' else gateway).identity)\n"

@@ -224,7 +224,7 @@ def test_key_restricted_reconciliation_counts_the_recomputed_keys(context, spark
     from tardy.engine import audit, delta, sqlmesh_api
     from tardy.engine.stage import KeyRestriction, drop_stage
     from tardy.key_index import KeySet
-    from tardy.sources import declared
+    from tardy.project.sources import declared
 
     snapshot = next(
         s
@@ -368,7 +368,7 @@ def _staged_views(spark, staged: dict) -> dict[str, list[str]]:
 
 
 def _events() -> list[dict]:
-    from tardy.home import activate
+    from tardy.project.home import activate
 
     sink = activate().root / "notifications.jsonl"
     return [json.loads(line) for line in sink.read_text().splitlines()]
@@ -431,7 +431,7 @@ def test_tardy_plan_restate_model_stages_what_a_named_restatement_stages(context
     assert cli_in_process("discard", restated["restatement_id"])[0] == 0
     assert content_hashes(context, spark) == edited
     # Each staged restatement was announced, awaiting review, in its environment
-    # (tardy.consumers.notifications' file sink).
+    # (tardy.outbox.notifications' file sink).
     staged = [e for e in _events() if e["event"] == "restatement_staged"]
     assert [e["detail"]["restatement_id"] for e in staged][-2:] == [
         planned["restatement_id"],

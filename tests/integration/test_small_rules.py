@@ -45,7 +45,7 @@ def _prints(context: t.Any, spark: t.Any) -> dict[str, t.Any]:
 
 
 def test_every_overwrite_of_silver_carries_its_interval_predicate(opened: t.Any) -> None:
-    from tardy import exact_writes
+    from tardy.project import exact_writes
 
     _, context, spark = opened
     assert exact_writes.is_enabled()
@@ -59,8 +59,8 @@ def test_the_breaker_stops_a_large_change_and_accepting_it_promotes(opened: t.An
     from tardy.engine import log
     from tardy.engine.outcome import BreakerTripped
     from tardy.ingest import ingest
-    from tardy.landing import arrival_dir_name
-    from tardy.restatements import restate
+    from tardy.ingest.landing import arrival_dir_name
+    from tardy.requests.restatements import restate
 
     home, context, spark = opened
     assert restate(context, spark, "baseline").status in ("nothing_to_do", "promoted")
@@ -95,8 +95,8 @@ def test_a_verbatim_resend_restates_nothing(opened: t.Any) -> None:
 
     from tardy.engine.detect import detect
     from tardy.ingest import ingest
-    from tardy.landing import arrival_dir_name
-    from tardy.restatements import restate
+    from tardy.ingest.landing import arrival_dir_name
+    from tardy.requests.restatements import restate
 
     home, context, spark = opened
     day = SMALL_CONFIG.start + timedelta(days=2)
@@ -141,8 +141,8 @@ def test_a_failed_blocking_audit_stops_the_restatement_with_prod_untouched(opene
     from tardy.engine import log
     from tardy.engine.outcome import RestatementError
     from tardy.ingest import ingest
-    from tardy.landing import arrival_dir_name
-    from tardy.restatements import restate
+    from tardy.ingest.landing import arrival_dir_name
+    from tardy.requests.restatements import restate
 
     home, context, spark = opened
     quarantine = physical_table(context, "silver.sales_quarantine")

@@ -39,7 +39,7 @@ from prod_checks import (
 )
 
 from tardy.ingest import ingest
-from tardy.landing import arrival_dir_name
+from tardy.ingest.landing import arrival_dir_name
 
 FIRST, LAST = SMALL_CONFIG.start, SMALL_CONFIG.last_day
 
@@ -98,7 +98,7 @@ def test_a_void_of_a_whole_day_and_a_moving_correction_leave_no_stale_rows(
 
 def test_late_rows_are_detected_staged_promoted_and_rolled_back_exactly(opened: t.Any) -> None:
     from tardy.engine.detect import detect
-    from tardy.restatements import promote_staged, restate, rollback
+    from tardy.requests.restatements import promote_staged, restate, rollback
 
     home, context, spark = opened
     baseline = restate(context, spark, "baseline: prod reflects bronze")
@@ -187,10 +187,10 @@ def test_a_week_with_many_restated_days_raises_the_frequency_alert(opened: t.Any
     ``day(1)`` the week before: no alert. Late sales for ``day(4)`` and ``day(6)`` make three
     restated days in the week against a baseline of 0, 0, 0, 1: the alert, its value the
     days the test's own batches changed."""
-    from tardy.alerts import Metric, check_baseline, thresholds
-    from tardy.baseline import day_models, measure
-    from tardy.restatements import restate
-    from tardy.sources import declared
+    from tardy.lateness.alerts import Metric, check_baseline, thresholds
+    from tardy.lateness.baseline import day_models, measure
+    from tardy.project.sources import declared
+    from tardy.requests.restatements import restate
 
     home, context, spark = opened
     variables = context.config.variables

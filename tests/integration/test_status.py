@@ -22,7 +22,7 @@ import pytest
 from children import SMALL, SMALL_CLOCK, SMALL_CONFIG
 
 from tardy.ingest import ingest
-from tardy.landing import arrival_dir_name
+from tardy.ingest.landing import arrival_dir_name
 from tardy.simulate import simulate
 
 CONFIG = SMALL_CONFIG
@@ -51,10 +51,10 @@ def _sale(transaction_id: str, event_ts: datetime | None) -> str:
 
 
 def _declared() -> dict:
-    """The sources.yaml this module uses, read as plain YAML (not by tardy.sources)."""
+    """The sources.yaml this module uses, read as plain YAML (not by tardy.project.sources)."""
     from ruamel.yaml import YAML
 
-    from tardy.sources import FILE_VARIABLE
+    from tardy.project.sources import FILE_VARIABLE
 
     return YAML(typ="safe").load(Path(os.environ[FILE_VARIABLE]).read_text())
 
@@ -71,8 +71,8 @@ def probe_source(tmp_path_factory: pytest.TempPathFactory) -> t.Iterator[None]:
     the project's sources.yaml, as a sales source like ``pos``, for this module."""
     from ruamel.yaml import YAML
 
-    from tardy.home import project_root
-    from tardy.sources import FILE_VARIABLE
+    from tardy.project.home import project_root
+    from tardy.project.sources import FILE_VARIABLE
 
     yaml = YAML(typ="safe")
     declared = yaml.load((project_root() / "sources.yaml").read_text())
@@ -270,9 +270,10 @@ def test_pending_late_data_split_by_finality(lake) -> None:
 
 
 def test_split_by_finality_boundaries(lake, context) -> None:
-    from tardy.consumers.status import is_final, split_by_finality
+    from tardy.consumers.status import split_by_finality
     from tardy.engine.closure import Closure
     from tardy.engine.sqlmesh_api import model_snapshots
+    from tardy.lateness.grace import is_final
 
     for watermark in (datetime(2026, 1, 8), datetime(2026, 1, 8, 12)):
         assert is_final(date(2026, 1, 7), watermark)
@@ -312,11 +313,11 @@ def _fake_open(context, opened: list):
 
 
 def test_cli_status_json_prints_only_the_status(lake, context, monkeypatch, capsys) -> None:
-    import tardy.project
+    import tardy.project.context
     from tardy import cli
 
     opened: list = []
-    monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, opened))
+    monkeypatch.setattr(tardy.project.context, "open_context", _fake_open(context, opened))
     assert cli.main(["status", "--json", "--fresh"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload.pop("answer")["source"] == "computed"
@@ -327,11 +328,11 @@ def test_cli_status_json_prints_only_the_status(lake, context, monkeypatch, caps
 
 def test_cli_status_table(lake, context, monkeypatch, capsys) -> None:
     import tardy.consumers.status
-    import tardy.project
+    import tardy.project.context
     from tardy import cli
 
     opened: list = []
-    monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, opened))
+    monkeypatch.setattr(tardy.project.context, "open_context", _fake_open(context, opened))
     monkeypatch.setattr(tardy.consumers.status, "status", lambda context, spark: lake.status)
     assert cli.main(["status", "--gateway", "local", "--fresh"]) == 0
     out = capsys.readouterr().out
@@ -361,10 +362,10 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
     (project.yaml), here the probe source (60 % late against 5 %), and exits 0 when the
     limits are loosened."""
     import tardy.consumers.status
-    import tardy.project
+    import tardy.project.context
     from tardy import cli
 
-    monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, []))
+    monkeypatch.setattr(tardy.project.context, "open_context", _fake_open(context, []))
     monkeypatch.setattr(tardy.consumers.status, "status", lambda context, spark: lake.status)
     variables = context.config.variables
     # The tiers' alerts are this test's; those against each source's history are
@@ -400,7 +401,7 @@ def test_status_check_alerts_exactly_the_sources_past_their_tier(
         for a in alerts
         if a["source"] != "*"
     )
-    # Each alert was announced once (tardy.consumers.notifications' file sink), and checking
+    # Each alert was announced once (tardy.outbox.notifications' file sink), and checking
     # the same data again announces nothing new.
     announced = _alert_events()
     assert sorted((e["detail"]["source"], e["detail"]["metric"]) for e in announced) == sorted(
@@ -431,12 +432,12 @@ def test_status_names_a_dead_letter_and_retry_delivers_it_once_accepted(
     from webhook import Hook
 
     import tardy.consumers.status
-    import tardy.project
+    import tardy.project.context
     from tardy import cli
-    from tardy.consumers.notifications import Event, EventKind, Outbox, WebhookSink
-    from tardy.home import activate
+    from tardy.outbox.notifications import Event, EventKind, Outbox, WebhookSink
+    from tardy.project.home import activate
 
-    monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, []))
+    monkeypatch.setattr(tardy.project.context, "open_context", _fake_open(context, []))
     monkeypatch.setattr(tardy.consumers.status, "status", lambda context, spark: lake.status)
     refusing = [True]
     hook = Hook(answer=lambda body: 400 if refusing[0] else None)
@@ -464,7 +465,7 @@ def test_status_names_a_dead_letter_and_retry_delivers_it_once_accepted(
 
 
 def _alert_events() -> list[dict]:
-    from tardy.home import activate
+    from tardy.project.home import activate
 
     sink = activate().root / "notifications.jsonl"
     events = [json.loads(line) for line in sink.read_text().splitlines()] if sink.exists() else []
@@ -483,15 +484,15 @@ def test_status_and_detect_answer_from_the_record_until_something_commits(
     lake, context, spark, data_home, monkeypatch, capsys, tmp_path
 ) -> None:
     """`tardy status` records its answer and detect's under the data home's state key
-    (tardy.recorded); the next status and detect answer from the record without opening the
+    (tardy.cli.recorded); the next status and detect answer from the record without opening the
     project, identical to a computed answer; a commit (here an ingest) makes the next one
     compute again, a recording that spans a commit records nothing, and a copy of the home
     does not answer from its source's record. Runs last: it ingests."""
-    import tardy.project
-    from tardy.recorded import Answer, Recording, inputs_of, lookup
+    import tardy.project.context
+    from tardy.cli.recorded import Answer, Recording, inputs_of, lookup
 
     opened: list = []
-    monkeypatch.setattr(tardy.project, "open_context", _fake_open(context, opened))
+    monkeypatch.setattr(tardy.project.context, "open_context", _fake_open(context, opened))
     source, computed = _answer(["status", "--fresh"], capsys)
     assert (source, len(opened)) == ("computed", 1)
     source, recorded = _answer(["status"], capsys)

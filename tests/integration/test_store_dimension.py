@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 from children import cli_in_process, in_own_home
 
-from tardy.engine.closure import ranges
+from tardy.engine.results import ranges
 
 # Long tier: a 40-day home of its own planned twice (the second a rebuild). Its fast guards:
 # unit/test_dimension_windows (the validity windows a late change alters, day by day) and
@@ -87,9 +87,9 @@ def region_rows(spark) -> list[list[str]]:
 def child_build() -> dict:
     from tardy.consumers.fingerprint import fingerprints
     from tardy.engine.detect import detect
-    from tardy.home import activate
     from tardy.ingest import ingest
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
+    from tardy.project.home import activate
     from tardy.simulate import SimulationConfig, simulate
 
     home = activate()
@@ -124,9 +124,9 @@ def child_build() -> dict:
 
 def child_rebuild(landing: str) -> dict:
     from tardy.consumers.fingerprint import fingerprints
-    from tardy.home import activate
     from tardy.ingest import ingest
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
+    from tardy.project.home import activate
 
     home = activate()
     shutil.copytree(landing, home.landing, dirs_exist_ok=True)

@@ -85,10 +85,10 @@ INGEST_JSON_KEYS = {
 
 def child() -> dict:
     from tardy.cli import main
-    from tardy.home import activate
     from tardy.ingest import ingest
     from tardy.ingest.tables import LEDGER_TABLE
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
+    from tardy.project.home import activate
 
     home = activate()
     spark = spark_of(open_context(load=False))
@@ -143,7 +143,7 @@ def declared_columns(name: str) -> dict[str, str]:
     """A table's columns and types as external_models.yaml declares them."""
     from ruamel.yaml import YAML
 
-    from tardy.home import project_root
+    from tardy.project.home import project_root
 
     models = YAML(typ="safe").load((project_root() / "external_models.yaml").read_text())
     return next(m["columns"] for m in models if m["name"] == name)

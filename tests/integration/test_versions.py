@@ -47,7 +47,7 @@ def _json(*argv: str) -> t.Any:
 
 def _land_late(home, hours: int, prefix: str, days: tuple[int, ...]) -> None:
     """One late sale on each of ``days``, arriving ``hours`` after the template's clock."""
-    from tardy.landing import arrival_dir_name
+    from tardy.ingest.landing import arrival_dir_name
 
     folder = home.landing / "pos" / arrival_dir_name(SMALL_CLOCK + timedelta(hours=hours))
     folder.mkdir(parents=True)
@@ -260,7 +260,7 @@ def test_the_final_alias_holds_exactly_the_final_periods_of_the_latest_publicati
     """``<schema>_final.<table>``: the rows of the latest publication whose period ended
     before the first provisional day (``max(bronze arrival_ts) - grace_days``, the rule
     ``tardy status`` documents), computed here from bronze and the calendar."""
-    from tardy.project import load_config
+    from tardy.project.context import load_config
 
     spark = story.spark
     grace = int(load_config().variables["grace_days"])
@@ -290,7 +290,7 @@ def test_the_final_alias_holds_exactly_the_final_periods_of_the_latest_publicati
 
 def _first_provisional_day(spark) -> date:
     """``max(arrival_ts)`` over the bronze tables, minus the grace window: its date."""
-    from tardy.project import load_config
+    from tardy.project.context import load_config
 
     grace = int(load_config().variables["grace_days"])
     names = ("bronze.pos_events", "bronze.store_changes", "bronze.payment_refunds")
@@ -370,7 +370,7 @@ def test_the_card_of_a_published_model_says_who_what_and_how_final(story) -> Non
     version and the restatement that last restated it, the day it is final through by the
     calendar (a week: the Sunday before the first provisional day's week), and the declared
     sources upstream of it; a model that is not published is refused."""
-    from tardy.home import project_root
+    from tardy.project.home import project_root
 
     first_provisional = _first_provisional_day(story.spark)
     versions = _json("versions", DAILY)

@@ -1,4 +1,4 @@
-"""The data home's warm engine (``tardy.warm``): its lifecycle, seen from real processes.
+"""The data home's warm engine (``tardy.runtime.warm``): its lifecycle, seen from real processes.
 
 The engine is a process of its own, so these tests start real ones: ``tardy engine`` and
 ``config.py`` (what the stock ``sqlmesh`` and every ``tardy`` command load first) in fresh
@@ -26,9 +26,9 @@ import pytest
 from children import connect_asks
 from proc_table import command_lines
 
-from tardy import warm
-from tardy.home import project_root
-from tardy.processes import alive
+from tardy.project.home import project_root
+from tardy.runtime import warm
+from tardy.runtime.processes import alive
 
 # Long tier: every test starts, kills or stops real engines. Fast guards: unit/test_warm_rules
 # (the same rules on the engine's files), test_cli_smoke (one engine: its token, its stop).

@@ -27,7 +27,7 @@ from children import cli_in_process
 from test_adding_a_source import days, run
 from test_code_change import copy_project as copy_project_files
 
-from tardy.home import project_root
+from tardy.project.home import project_root
 
 GUIDE = project_root() / "docs" / "your-project.md"
 BLOCK = re.compile(r"```\w+ file=(\S+)(?: (append|variables))?\n(.*?)```", re.S)

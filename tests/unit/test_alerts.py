@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tardy.alerts import ANY_SOURCE, Metric, check, thresholds
 from tardy.consumers.status import SourceStatus, Status
 from tardy.errors import InputError
+from tardy.lateness.alerts import ANY_SOURCE, Metric, check, thresholds
 
 VARIABLES = {
     "lateness_alert_tiers": {

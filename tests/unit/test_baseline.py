@@ -1,5 +1,5 @@
-"""The alerts against each source's own history (``tardy.baseline``, ``tardy.alerts``) on
-series rows built by hand: what makes each fire, and what does not."""
+"""The alerts against each source's own history (``tardy.lateness.baseline``,
+``tardy.lateness.alerts``) on series rows built by hand: what makes each fire, and what does not."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tardy.alerts import Metric, check_baseline, thresholds
-from tardy.baseline import Baseline, Settings, clock, fitted_cadence, recent_of, silence_of
 from tardy.errors import InputError
-from tardy.lateness_series import Hour
+from tardy.lateness.alerts import Metric, check_baseline, thresholds
+from tardy.lateness.baseline import Baseline, Settings, clock, fitted_cadence, recent_of, silence_of
+from tardy.lateness.series import Hour
 
 NOW = datetime(2026, 3, 9, 23)
 SETTINGS = Settings()

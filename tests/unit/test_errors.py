@@ -13,9 +13,9 @@ from tardy.engine.outcome import BreakerTripped, PendingRestatement, Restatement
 from tardy.engine.promote import ProdChangedError
 from tardy.engine.sqlmesh_api import NoProdError
 from tardy.errors import ChallengerRefused, TardyError
-from tardy.home import ProjectNotFound
 from tardy.ingest.errors import IngestError
-from tardy.lock import LockedError
+from tardy.project.home import ProjectNotFound
+from tardy.runtime.lock import LockedError
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ import pytest
 from rich.console import Console
 
 from tardy.errors import InputError
-from tardy.grace import Fit, bounds_of, fit_source, grace_days, write_grace_days
-from tardy.home import project_root
-from tardy.lateness_series import Hour
+from tardy.lateness.grace import Fit, bounds_of, fit_source, grace_days, write_grace_days
+from tardy.lateness.series import Hour
+from tardy.project.home import project_root
 from tardy.rendering.grace import render_fit
 
 

@@ -11,8 +11,8 @@ import pytest
 from sqlmesh import Context
 from sqlmesh.core.config import Config, DuckDBConnectionConfig, GatewayConfig, ModelDefaultsConfig
 
-from tardy.engine import headline as lead
 from tardy.errors import InputError
+from tardy.project import headline as lead
 
 MODELS = {
     "loans.raw": """
@@ -68,7 +68,7 @@ def loan_rules(evaluator):
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     from sqlmesh.core import constants
 
-    from tardy.sources import FILE_VARIABLE
+    from tardy.project.sources import FILE_VARIABLE
 
     # Load the models in this process: a pytest worker beside a JVM is no place to fork.
     monkeypatch.setattr(constants, "MAX_FORK_WORKERS", 1)

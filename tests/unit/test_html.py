@@ -28,7 +28,7 @@ from tardy.rendering.html import report_page, restatement_page
 from tardy.rendering.html.intervals import interval_text, intervals_figure
 from tardy.rendering.html.lateness import lateness_figure, points
 from tardy.rendering.html.page import MAX_TABLE_ROWS
-from tardy.report_records import (
+from tardy.reporting.records import (
     DailyRevision,
     IntervalChange,
     LatenessAlert,

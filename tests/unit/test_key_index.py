@@ -15,7 +15,7 @@ from sqlglot import exp, transpile
 
 from tardy import key_index
 from tardy.key_index import KEY_DATE_FALLBACK, RULES_PROPERTY, KeyIndex
-from tardy.sources import load
+from tardy.project.sources import load
 
 ROOT = Path(__file__).resolve().parents[2]
 # The sample's sales sources, as sources.yaml declares them.
@@ -109,7 +109,7 @@ def test_the_sales_index_is_the_declared_one_and_the_macros_read_it_with_its_rul
 
 
 def test_key_index_true_is_the_bronze_tables_own_and_a_macro_key_is_refused(tmp_path) -> None:
-    from tardy.sources import SourcesError
+    from tardy.project.sources import SourcesError
 
     text = (ROOT / "sources.yaml").read_text()
     declared = "key_index: bronze.pos_event_keys"

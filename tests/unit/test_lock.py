@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tardy.lock import UNKNOWN, LockedError, exclusive, holder, lock_path
+from tardy.runtime.lock import UNKNOWN, LockedError, exclusive, holder, lock_path
 
 # A process that takes the lock, says so, then holds it for `hold` seconds (or until killed).
 HOLD = """
 import sys, time
 from pathlib import Path
-from tardy.lock import LockedError, exclusive
+from tardy.runtime.lock import LockedError, exclusive
 home, rid, start, hold = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 time.sleep(max(0.0, start - time.time()))
 try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sqlglot import exp
 
-from tardy.home import project_root
+from tardy.project.home import project_root
 
 INTERVALS = [["2025-01-03", "2025-01-04"], ["2025-12-10", "2025-12-10"]]
 

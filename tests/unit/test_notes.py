@@ -5,7 +5,7 @@ themselves are checked against two versions' exports in ``test_versions``."""
 from __future__ import annotations
 
 from tardy.consumers.notes import Materiality
-from tardy.consumers.notifications import Event, EventKind, wanted
+from tardy.outbox.notifications import Event, EventKind, wanted
 
 
 def test_materiality_moves_by_the_share_of_the_value_before() -> None:

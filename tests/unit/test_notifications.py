@@ -1,4 +1,4 @@
-"""The outbox and its sinks (``tardy.consumers.notifications``) against a real HTTP server on
+"""The outbox and its sinks (``tardy.outbox.notifications``) against a real HTTP server on
 loopback, started here: an event reaches the webhook once whatever its failures, an event
 raised while the server is down is delivered by the next delivery, a process killed after
 raising an event loses none, and a repeated delivery is not a second event."""
@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from webhook import Hook  # the tests' loopback webhook (tests/integration/webhook.py)
 
-from tardy.consumers.notifications import (
+from tardy.errors import InputError
+from tardy.outbox.notifications import (
     FILE_SINK,
     Event,
     EventKind,
@@ -27,7 +28,6 @@ from tardy.consumers.notifications import (
     backlog,
     webhook_url,
 )
-from tardy.errors import InputError
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def test_an_event_raised_while_the_server_is_down_is_delivered_by_the_next_deliv
 RAISE_AND_HANG = """
 import sys, time
 from pathlib import Path
-from tardy.consumers.notifications import Event, EventKind, FileSink, Outbox
+from tardy.outbox.notifications import Event, EventKind, FileSink, Outbox
 home = Path(sys.argv[1])
 Outbox(home, [FileSink(home / "notifications.jsonl")]).put(
     Event(EventKind.ALERT, "late_ratio above its limit", about="alert:pos:2026-01-10")
@@ -196,7 +196,7 @@ def test_a_later_command_delivers_with_the_settings_raised_under_never_the_url(
 
 
 def _deliver_later(tmp_path: Path, hook: Hook, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tardy.consumers.notifications import SINK_SETTINGS, deliver_pending, notify
+    from tardy.outbox.notifications import SINK_SETTINGS, deliver_pending, notify
 
     monkeypatch.setenv("TARDY_WEBHOOK_URL", hook.url)
     settings = {"webhook": {"timeout_seconds": 2, "attempts": 4, "backoff_seconds": 0.01}}
@@ -217,10 +217,10 @@ def _deliver_later(tmp_path: Path, hook: Hook, monkeypatch: pytest.MonkeyPatch) 
 def test_a_publication_whose_event_a_kill_lost_is_announced_by_the_next_publish(
     tmp_path: Path,
 ) -> None:
-    """``announce`` as ``tardy.consumers.versions.publish`` calls it: the publications recorded
+    """``announce`` as ``tardy.consumers.publish.publish`` calls it: the publications recorded
     before (``known``) and the new ones. The state a kill between the publication's commit and its
     event leaves (v2 recorded, its key in no ledger) is caught up by the next call."""
-    from tardy.consumers.notifications import announce
+    from tardy.outbox.notifications import announce
 
     settings = {"file": True}
     # A data home from before notifications: its publications are adopted, not announced.
@@ -327,7 +327,7 @@ from pathlib import Path
 
 from sqlmesh.core.notification_target import GenericNotificationTarget
 
-from tardy.project import sqlmesh_config
+from tardy.project.context import sqlmesh_config
 
 
 class Recorder(GenericNotificationTarget):
@@ -353,10 +353,11 @@ def test_a_projects_sqlmesh_notification_target_receives_a_publication_once(
     outbox: while the target fails the event waits; once it accepts, delivered once."""
     import shutil
 
-    from tardy.consumers.notifications import announce, deliver_pending, published
+    from tardy.consumers.publish import published
     from tardy.consumers.versions import Publication
-    from tardy.home import project_root
-    from tardy.project import notification_targets
+    from tardy.outbox.notifications import announce, deliver_pending
+    from tardy.project.context import notification_targets
+    from tardy.project.home import project_root
 
     project = tmp_path / "project"
     (project / "models").mkdir(parents=True)
@@ -389,7 +390,7 @@ def test_a_projects_sqlmesh_notification_target_receives_a_publication_once(
     assert "ConnectionError: the target is down" in first.errors[0]
     up.touch()
     later = datetime.now(UTC) + timedelta(hours=2)  # past its backoff
-    from tardy.consumers.notifications import Outbox
+    from tardy.outbox.notifications import Outbox
 
     done = Outbox.of(home, notification_targets).deliver(now=later)
     assert (done.delivered, done.pending) == (1, 0)
@@ -400,7 +401,7 @@ def test_a_projects_sqlmesh_notification_target_receives_a_publication_once(
 
 
 def test_a_silence_is_one_event_however_long_it_grows() -> None:
-    from tardy.consumers.notifications import alerted
+    from tardy.outbox.notifications import alerted
 
     def silent(hours: float, last: str = "2026-01-10T13:00:00") -> Event:
         detail = {"source": "pos", "metric": "source_silent", "value": hours, "hours": [last]}

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from tardy.errors import InputError
+from tardy.project.sources import Source
 from tardy.quarantine import fixes
 from tardy.quarantine.listing import Listing, Quarantined, counts, resolve, short_ids
 from tardy.quarantine.reviews import Decision, Review
-from tardy.sources import Source
 
 SHA_A = "ab12cd" + "0" * 58
 SHA_B = "ab12ce" + "1" * 58

@@ -14,13 +14,12 @@ from datetime import datetime
 import pytest
 from rich.console import Console
 
-from tardy.alerts import Alert, Metric
 from tardy.consumers.card import Card
 from tardy.consumers.history import KeyHistory
 from tardy.consumers.revisions import Revisions
 from tardy.consumers.status import RestatedDay, SourceStatus, Status
-from tardy.engine.detect import Manifest
-from tardy.engine.diff import Diff, IntervalDiff
+from tardy.engine.results import Diff, IntervalDiff, Manifest
+from tardy.lateness.alerts import Alert, Metric
 from tardy.rendering import (
     cells,
     consumers,
@@ -32,7 +31,7 @@ from tardy.rendering import (
 )
 from tardy.rendering import status as status_tables
 from tardy.rendering import summary as summary_tables
-from tardy.report import Summary
+from tardy.reporting.summary import Summary
 
 WIDTH = 80
 MODELS = [

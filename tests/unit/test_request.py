@@ -1,4 +1,4 @@
-"""Restatement request files (tardy.request): what a committed request may say."""
+"""Restatement request files (tardy.requests.request): what a committed request may say."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tardy.request import RequestError, load
+from tardy.requests.request import RequestError, load
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

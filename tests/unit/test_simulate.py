@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tardy.landing import arrival_dir_name, parse_arrival_dir
+from tardy.ingest.landing import arrival_dir_name, parse_arrival_dir
 from tardy.simulate import SimulationConfig, SimulationResult, simulate
 from tardy.simulate.config import DEFAULT_START
 from tardy.simulate.refunds import REFUND_KINDS

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tardy.landing import parse_arrival_dir
+from tardy.ingest.landing import parse_arrival_dir
 from tardy.simulate import SimulationConfig, simulate
 from tardy.simulate.refunds import REFUND_KINDS
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tardy.landing import parse_arrival_dir
+from tardy.ingest.landing import parse_arrival_dir
 from tardy.simulate import SimulationConfig, simulate
 from tardy.simulate.store_changes import STORE_FORMATS, STORE_KINDS, STORE_REGIONS
 

@@ -1,4 +1,4 @@
-"""The source declarations (``tardy.sources``): the project's file loads; a malformed one is
+"""The source declarations (``tardy.project.sources``): the project's file loads; a malformed one is
 refused at load with the file, the source and the field named."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from tardy.home import project_root
 from tardy.ingest.tables import bronze_tables, table_of
-from tardy.sources import SourcesError, load
+from tardy.project.home import project_root
+from tardy.project.sources import SourcesError, load
 
 TIERS = ("realtime", "daily", "month_close")
 

@@ -14,9 +14,11 @@ from tardy.consumers.versions import (
     NULL,
     Publication,
     VersionNotFound,
-    _producer,
     as_text,
     resolve,
+)
+from tardy.consumers.versions import (
+    producer as producer_of,
 )
 from tardy.errors import InputError
 
@@ -112,7 +114,7 @@ def test_who_produced_a_delta_version(
     """The producer of a Delta version, then what a publication of it says: the restatement
     it comes from, and whether a restatement's promotion produced it (the card's
     ``last_restated_at``, the release note's reason and actor)."""
-    assert _producer(user_metadata) == producer
+    assert producer_of(user_metadata) == producer
     publication = dataclasses.replace(HISTORY[0], produced_by=producer)
     assert publication.restatement_id == restatement
     assert publication.restated is restated

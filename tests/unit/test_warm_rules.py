@@ -2,7 +2,7 @@
 ``integration/test_warm_engine`` (long tier: real engines started, killed, stopped).
 
 Which engine a command may use is decided from the data home's files and the processes they
-name (``tardy.warm``): a record whose processes are gone or answer for something else is
+name (``tardy.runtime.warm``): a record whose processes are gone or answer for something else is
 stale, never reused; one start at a time (the start lock); an engine in use is not stopped
 without ``--force``; idleness counts from the last use once no live client is left; the
 engine's secret is its owner's file. Each check here reads or writes those files and the
@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from tardy import warm
+from tardy.runtime import record as engine_record
+from tardy.runtime import warm
 
 
-def _record(at: Path, **fields: object) -> warm.Record:
+def _record(at: Path, **fields: object) -> engine_record.Record:
     values: dict[str, object] = {
         "home": str(at),
         "supervisor_pid": 2**22 + 7,  # beyond pid_max's default: no such process
@@ -32,7 +33,7 @@ def _record(at: Path, **fields: object) -> warm.Record:
         "settings_digest": warm.settings_digest({"spark.master": "local[2]"}),
         "idle_seconds": 1800.0,
     } | fields
-    record = warm.Record(**values)  # type: ignore[arg-type]
+    record = engine_record.Record(**values)  # type: ignore[arg-type]
     paths = warm.Paths(at)
     paths.dir.mkdir(parents=True, exist_ok=True)
     paths.record.write_text(json.dumps(values))
@@ -131,11 +132,11 @@ def test_idleness_counts_from_the_last_use_once_no_live_client_is_left(tmp_path:
 
 
 def test_the_engines_secret_is_its_owners_file(tmp_path: Path) -> None:
-    from tardy.private import secret
+    from tardy.runtime.private import secret
 
     paths = warm.Paths(tmp_path)
     paths.dir.mkdir(mode=0o700)
     token = secret(paths.token)
     assert len(token) >= 40 and secret(paths.token) == token  # made once, kept
     assert paths.token.stat().st_mode & 0o777 == 0o600
-    assert token not in warm.session_url(1, "x", "s") and warm.HOST == "localhost"
+    assert token not in engine_record.session_url(1, "x", "s") and engine_record.HOST == "localhost"

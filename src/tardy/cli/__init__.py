@@ -15,7 +15,6 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from tardy.busy import home_busy
 from tardy.cli.models import add_parsers as add_model_parsers
 from tardy.cli.output import console, err, print_json, report_refusal, spark_without_project
 from tardy.cli.quarantine import add_parsers as add_quarantine_parsers
@@ -42,10 +41,11 @@ from tardy.cli.restatement import (
     cmd_rollback,
 )
 from tardy.errors import FailpointReached, InputError, TardyError
-from tardy.gateway import GATEWAYS, select_gateway
-from tardy.home import activate
+from tardy.project.gateway import GATEWAYS, select_gateway
+from tardy.project.home import activate
+from tardy.runtime.busy import home_busy
+from tardy.runtime.warm import ENGINE_VARIABLE
 from tardy.simulate import SimulationConfig
-from tardy.warm import ENGINE_VARIABLE
 
 
 def _utc(text: str) -> datetime:
@@ -87,7 +87,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if result.files_ingested:  # the lateness series follows what was committed
         from dataclasses import asdict
 
-        from tardy.lateness_series import extend
+        from tardy.lateness.series import extend
 
         with err.status("Extending the lateness series"):
             series = asdict(extend(spark))
@@ -108,9 +108,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from tardy.demo import run_demo
-    from tardy.project import open_context
+    from tardy.project.context import open_context
     from tardy.rendering.summary import render_summary
+    from tardy.simulate.demo import run_demo
 
     with err.status("Starting Spark and loading the SQLMesh project"):
         context = open_context(args.gateway, progress_to_stderr=args.json)
@@ -126,8 +126,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_notifications(args: argparse.Namespace) -> int:
     """``tardy notifications [list]``: what the outbox holds; ``retry``: the dead letters put
     back and every waiting event sent now (exit 1 when a sink still does not take one)."""
-    from tardy.consumers import notifications
-    from tardy.project import notification_targets
+    from tardy.outbox import notifications
+    from tardy.project.context import notification_targets
     from tardy.rendering.status import render_notifications
 
     home = activate().root
@@ -154,9 +154,9 @@ def cmd_notifications(args: argparse.Namespace) -> int:
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
-    from tardy import warm
-    from tardy.project import engine_settings
+    from tardy.project.context import engine_settings
     from tardy.rendering.engine import render_engine
+    from tardy.runtime import warm
 
     paths = warm.Paths(activate().root)
     if args.action == "start":
@@ -510,9 +510,9 @@ def _deliver(home: Path) -> None:
     """Deliver the notifications this or an earlier command raised, within a short budget;
     what is not delivered stays in the outbox for the next command, and no error of a sink
     reaches the command's exit code."""
-    from tardy.consumers.notifications import deliver_pending
     from tardy.engine.promote import failpoint
-    from tardy.project import notification_targets
+    from tardy.outbox.notifications import deliver_pending
+    from tardy.project.context import notification_targets
 
     failpoint("deliver", 0)  # test hook: killed after the command's commits, before delivery
     try:

@@ -8,7 +8,7 @@ import typing as t
 
 from tardy.cli.output import console, err, print_json, spark_without_project
 from tardy.errors import ChallengerRefused
-from tardy.home import activate
+from tardy.project.home import activate
 
 if t.TYPE_CHECKING:
     from tardy.training.snapshot import Window

@@ -31,11 +31,11 @@ def report_refusal(args: argparse.Namespace, error: TardyError) -> int:
 
 def spark_without_project(args: argparse.Namespace) -> t.Any:
     """The warm engine's session when it runs (no SQLMesh loaded), else the project's."""
-    from tardy.session import engine_session
+    from tardy.project.session import engine_session
 
     spark = engine_session()
     if spark is None:
-        from tardy.project import open_context, spark_of
+        from tardy.project.context import open_context, spark_of
 
         spark = spark_of(open_context(args.gateway, load=False, progress_to_stderr=args.json))
     return spark

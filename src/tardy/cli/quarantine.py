@@ -11,7 +11,7 @@ from tardy.errors import TardyError
 
 
 def cmd_quarantine(args: argparse.Namespace) -> int:
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
     from tardy.quarantine.listing import read, short_ids
     from tardy.quarantine.steward import settle_rejected
     from tardy.rendering.quarantine import render_listing
@@ -37,7 +37,7 @@ def _decide(args: argparse.Namespace, action: t.Callable[..., t.Any]) -> int:
     """Run a decision under the restatement lock, taken before the project opens (of two
     stewards at once, the second is refused, exit 3)."""
     from tardy.engine.restate import hold
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
     from tardy.quarantine.steward import LOCK_NAME
     from tardy.rendering.quarantine import render_decided
 

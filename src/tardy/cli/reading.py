@@ -9,13 +9,13 @@ from pathlib import Path
 
 from tardy.cli.output import console, err, print_json, spark_without_project
 from tardy.errors import AlertsRaised, InputError
-from tardy.home import activate
+from tardy.project.home import activate
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
     from tardy.rendering.summary import render_summary
-    from tardy.report import summarize
+    from tardy.reporting.summary import summarize
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
     summary = summarize(context, spark_of(context), int(context.config.variables["grace_days"]))
@@ -28,7 +28,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 def cmd_fingerprint(args: argparse.Namespace) -> int:
     from tardy.consumers.fingerprint import fingerprints
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
     prints = fingerprints(context, spark_of(context))
@@ -47,17 +47,17 @@ def render_manifest(manifest: t.Any) -> None:
 
 
 def _recorded(args: argparse.Namespace, answer: t.Any) -> t.Any:
-    """The answer recorded under the data home's current state (``tardy.recorded``), unless
+    """The answer recorded under the data home's current state (``tardy.cli.recorded``), unless
     ``--fresh``; None when it must be computed."""
-    from tardy.gateway import selected
-    from tardy.recorded import lookup
+    from tardy.cli.recorded import lookup
+    from tardy.project.gateway import selected
 
     return None if args.fresh else lookup(activate().root, selected(), answer)
 
 
 def _answered(recorded: t.Any, source: t.Any) -> dict[str, str]:
     """Where an answer came from, for ``--json`` and the terminal."""
-    from tardy.recorded import Source
+    from tardy.cli.recorded import Source
 
     if source is Source.RECORDED:
         err.print(
@@ -69,9 +69,9 @@ def _answered(recorded: t.Any, source: t.Any) -> dict[str, str]:
 
 def _opened_for_recording(args: argparse.Namespace) -> tuple[t.Any, t.Any, t.Any]:
     """The project's context and session, and a recording of the answers computed with them
-    (``tardy.recorded``: the state key is read now, before anything else)."""
-    from tardy.project import open_context, spark_of
-    from tardy.recorded import Recording, inputs_of
+    (``tardy.cli.recorded``: the state key is read now, before anything else)."""
+    from tardy.cli.recorded import Recording, inputs_of
+    from tardy.project.context import open_context, spark_of
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
     spark = spark_of(context)
@@ -79,8 +79,9 @@ def _opened_for_recording(args: argparse.Namespace) -> tuple[t.Any, t.Any, t.Any
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    from tardy.engine.detect import Manifest, detect
-    from tardy.recorded import Answer, Source
+    from tardy.cli.recorded import Answer, Source
+    from tardy.engine.detect import detect
+    from tardy.engine.results import Manifest
 
     recorded, source = _recorded(args, Answer.DETECT), Source.RECORDED
     if recorded is not None:
@@ -100,9 +101,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from tardy.consumers.versions import publish
+    from tardy.consumers.publish import publish
     from tardy.engine.restate import hold
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
 
     # Under the restatement lock, like a promotion's own publication: version numbers are
     # counted per model, so two publishers at once would number one version twice.
@@ -155,7 +156,7 @@ def _print_note(args: argparse.Namespace, spark: t.Any, found: list[t.Any]) -> i
     home = activate().root
     note = notes.read(home, args.table, resolve(found, args.table, args.notes).version)
     if note is None:
-        from tardy.project import open_context, spark_of
+        from tardy.project.context import open_context, spark_of
 
         context = open_context(args.gateway, progress_to_stderr=args.json)
         note = notes.note_of(context, spark_of(context), home, args.table, args.notes)
@@ -171,7 +172,7 @@ def _print_note(args: argparse.Namespace, spark: t.Any, found: list[t.Any]) -> i
 
 def cmd_card(args: argparse.Namespace) -> int:
     from tardy.consumers.card import card
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
     from tardy.rendering.consumers import render_card
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
@@ -214,15 +215,15 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from tardy.alerts import check, check_baseline, thresholds
-    from tardy.baseline import Baseline, clock, day_models
-    from tardy.baseline import measure as measure_baseline
-    from tardy.consumers import notifications
+    from tardy.cli.recorded import Answer, Source
     from tardy.consumers.status import Status
-    from tardy.project import notification_targets
-    from tardy.recorded import Answer, Source
+    from tardy.lateness.alerts import check, check_baseline, thresholds
+    from tardy.lateness.baseline import Baseline, clock, day_models
+    from tardy.lateness.baseline import measure as measure_baseline
+    from tardy.outbox import notifications
+    from tardy.project.context import notification_targets
+    from tardy.project.sources import declared
     from tardy.rendering.status import render_alerts, render_notifications, render_status
-    from tardy.sources import declared
 
     now = clock(args.as_of, activate().root)
     recorded, source = _recorded(args, Answer.STATUS), Source.RECORDED
@@ -290,8 +291,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _same_clock(recorded: t.Any, now: t.Any) -> bool:
     """Whether a recorded answer's baseline was measured at ``now``'s hour (the feed's own
     clock: whenever it was, as nothing committed since)."""
-    from tardy.baseline import Baseline
-    from tardy.recorded import Answer
+    from tardy.cli.recorded import Answer
+    from tardy.lateness.baseline import Baseline
 
     raw = recorded.answers.get(Answer.BASELINE)
     if raw is None:
@@ -306,7 +307,7 @@ def _same_clock(recorded: t.Any, now: t.Any) -> bool:
 def cmd_history(args: argparse.Namespace) -> int:
     from tardy.consumers.history import history
     from tardy.engine.meter import Meter
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
     from tardy.rendering.history import render_history
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
@@ -322,17 +323,18 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from tardy.engine.meter import Meter
-    from tardy.project import open_context, spark_of
-    from tardy.reporting import write_report, write_restatement_report
+    from tardy.project.context import open_context, spark_of
+    from tardy.rendering.html import write_report, write_restatement_report
+    from tardy.reporting.gather import gather, gather_restatement
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
     spark = spark_of(context)
     meter = Meter(spark)
     with err.status("Reading the lakehouse and drawing the report"), meter.step("report"):
         if args.restatement_id:
-            path = write_restatement_report(context, spark, args.restatement_id)
+            path = write_restatement_report(gather_restatement(spark, args.restatement_id))
         else:
-            path = write_report(context, spark)
+            path = write_report(gather(context, spark))
     if args.json:
         print_json({"path": str(path), **meter.as_dict()})
     else:
@@ -341,12 +343,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_grace(args: argparse.Namespace) -> int:
-    from tardy.alerts import thresholds
-    from tardy.grace import fit, write_grace_days
-    from tardy.home import project_root
-    from tardy.project import open_context, spark_of
+    from tardy.lateness.alerts import thresholds
+    from tardy.lateness.grace import fit, write_grace_days
+    from tardy.project.context import open_context, spark_of
+    from tardy.project.home import project_root
+    from tardy.project.sources import declared
     from tardy.rendering.grace import render_fit
-    from tardy.sources import declared
 
     context = open_context(args.gateway, progress_to_stderr=args.json)
     variables = context.config.variables

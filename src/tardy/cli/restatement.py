@@ -73,7 +73,7 @@ def _restatement_command(
     loser is refused (exit 3) before it touches the data home's state or metastore.
     """
     from tardy.engine.restate import hold
-    from tardy.project import open_context, spark_of
+    from tardy.project.context import open_context, spark_of
 
     try:
         with hold(lock_as, args.gateway) if lock_as else nullcontext():
@@ -103,16 +103,16 @@ def _selection(args: argparse.Namespace) -> t.Any:
 
 
 def _request(args: argparse.Namespace) -> t.Any:
-    """The request file ``--request`` names (``tardy.request``), or None."""
-    from tardy.request import load
+    """The request file ``--request`` names (``tardy.requests.request``), or None."""
+    from tardy.requests.request import load
 
     return load(Path(args.request)) if getattr(args, "request", None) else None
 
 
 def cmd_restate(args: argparse.Namespace) -> int:
     from tardy.engine.plan import new_id
-    from tardy.restatements import restate
-    from tardy.review import markdown
+    from tardy.requests.restatements import restate
+    from tardy.requests.review import markdown
 
     try:
         request = _request(args)
@@ -161,7 +161,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     named after the restatement."""
     from tardy.engine.named import Selection, computed_range
     from tardy.engine.plan import new_id
-    from tardy.restatements import restate
+    from tardy.requests.restatements import restate
 
     models = tuple(args.restate_model)
     restatement_id = new_id()
@@ -192,7 +192,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _restatement_of(spark: t.Any, args: argparse.Namespace, request: t.Any) -> str:
     """The restatement a command acts on: the id given, or the latest of ``--request``."""
     from tardy.engine.restate import latest_with_suffix
-    from tardy.request import RequestError
+    from tardy.requests.request import RequestError
 
     if request is None:
         return str(args.restatement_id)
@@ -221,19 +221,19 @@ def _by_id_or_request(args: argparse.Namespace, act: t.Callable[[t.Any, t.Any, s
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
-    from tardy.restatements import promote_staged
+    from tardy.requests.restatements import promote_staged
 
     return _by_id_or_request(args, promote_staged)
 
 
 def cmd_discard(args: argparse.Namespace) -> int:
-    from tardy.restatements import discard
+    from tardy.requests.restatements import discard
 
     return _by_id_or_request(args, discard)
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from tardy.restatements import rollback
+    from tardy.requests.restatements import rollback
 
     def action(context: t.Any, spark: t.Any) -> dict[str, object]:
         versions = rollback(context, spark, args.restatement_id, args.reason)

@@ -14,8 +14,8 @@ running the project can be tried and tested without a real cluster.
   catalog and a Hive metastore in the PostgreSQL; ready when its port accepts.
 
 Everything comes from the PySpark distribution of this virtualenv (Delta's jars are already in
-``pyspark/jars``: ``tardy.jars``), except PostgreSQL's JDBC driver, which Spark's own resolver
-fetches from Maven Central into ``cluster/jars/`` once (``POSTGRES_JDBC``).
+``pyspark/jars``: ``tardy.runtime.jars``), except PostgreSQL's JDBC driver, which Spark's own
+resolver fetches from Maven Central into ``cluster/jars/`` once (``POSTGRES_JDBC``).
 
 Run: ``python -m tardy.cluster up|down|status`` (``make cluster-up`` ...). ``up`` is
 idempotent (a running component is kept, a stale pid file is discarded) and prints the

@@ -16,7 +16,6 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tardy import jvm
 from tardy.cluster.settings import (
     CONNECT_CLASS,
     HOST,
@@ -26,7 +25,8 @@ from tardy.cluster.settings import (
     Settings,
 )
 from tardy.cluster.spark import spark_env, spark_home, start_spark
-from tardy.private import secret, write_properties
+from tardy.runtime import jvm
+from tardy.runtime.private import secret, write_properties
 
 POSTGRES_JDBC = "org.postgresql:postgresql:42.7.14"
 
@@ -125,7 +125,7 @@ def postgres_jdbc_jar(settings: Settings) -> Path:
 
 def fetch_postgres_jdbc(settings: Settings) -> Path:
     """PostgreSQL's JDBC driver from Maven Central, resolved by Spark's own Ivy resolver (as
-    ``tardy.jars`` fetches Delta), into ``cluster/jars/``. Idempotent; the JVM that resolves
+    ``tardy.runtime.jars`` fetches Delta), into ``cluster/jars/``. Idempotent; the JVM that resolves
     it writes to ``logs/fetch-jdbc.log``."""
     target = settings.jars / jar_name(POSTGRES_JDBC)
     if target.is_file():

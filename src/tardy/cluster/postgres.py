@@ -20,7 +20,7 @@ from tardy.cluster.settings import (
     Component,
     Settings,
 )
-from tardy.private import secret
+from tardy.runtime.private import secret
 
 
 def postgres_bin() -> Path:

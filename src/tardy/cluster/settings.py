@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tardy.errors import TardyError
-from tardy.home import data_home
+from tardy.project.home import data_home
 
 HOST = "127.0.0.1"
 POSTGRES_USER = "tardy"

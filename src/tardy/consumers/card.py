@@ -53,7 +53,7 @@ class Card:
 
 def card(context: Context, spark: SparkSession, table_name: str) -> Card:
     """The card of the published model ``table_name``."""
-    from tardy.consumers.versions import published_snapshots
+    from tardy.engine.sqlmesh_api import published_snapshots
 
     snapshots = published_snapshots(context)
     if table_name not in snapshots:
@@ -69,12 +69,14 @@ def cards(
     two statements for all of them (the publications, the lateness of every source)."""
     from sqlglot import exp
 
-    from tardy import sources as declared_sources
-    from tardy.consumers.status import data_watermark, lateness
-    from tardy.consumers.versions import publications, published_snapshots
+    from tardy.consumers.status import lateness
+    from tardy.consumers.versions import publications
     from tardy.engine import sqlmesh_api
     from tardy.engine.closure import Closure
     from tardy.engine.meter import Meter
+    from tardy.engine.sqlmesh_api import published_snapshots
+    from tardy.lateness.grace import data_watermark
+    from tardy.project import sources as declared_sources
 
     snapshots = published_snapshots(context)
     names = sorted(snapshots if table_names is None else table_names)

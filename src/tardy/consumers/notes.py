@@ -1,6 +1,6 @@
 """Release notes: what each published version changed, for the people who read the numbers.
 
-Every publication (``tardy.consumers.versions.publish``) writes
+Every publication (``tardy.consumers.publish.publish``) writes
 ``$TARDY_HOME/releases/<table>/v<N>.json`` and ``v<N>.md``: the version and the one it
 supersedes, who produced it (a restatement with its reason and actor, a rollback, or a run),
 each changed day with its revision, the rows added, removed and changed there (by the model's
@@ -30,9 +30,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-from tardy.engine import delta, headline, sqlmesh_api
-from tardy.engine.diff import compare_sql, measure_of, sums_map
+from tardy.engine import delta, sqlmesh_api
+from tardy.engine.diff import compare_sql, sums_map
+from tardy.engine.results import measure_of
 from tardy.engine.stage import StagedTable
+from tardy.project import headline
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -130,7 +132,7 @@ class Note:
 
 def measures_of(snapshot: Snapshot) -> list[str]:
     """The model's numeric columns outside its grain and time column, in its column order
-    but its own measure first (``tardy.engine.headline.measures_of``)."""
+    but its own measure first (``tardy.project.headline.measures_of``)."""
     return list(headline.measures_of(snapshot.model))
 
 
@@ -146,7 +148,7 @@ def compose(
 ) -> list[Note]:
     """The notes of the ``new`` publications, each against the publication it supersedes
     (``superseded``, by table): one statement compares them all, one log read per producer."""
-    from tardy.consumers.versions import published_snapshots
+    from tardy.engine.sqlmesh_api import published_snapshots
 
     snapshots = published_snapshots(context) if new else {}
     materiality = Materiality.of(context.config.variables)

@@ -49,7 +49,7 @@ published and its change since, and when, why and by which restatement the perio
 restated (``tardy.restated_periods``), computed from bronze when it is read, so it never goes
 stale; the grace window is written into it when ``ensure_status_views`` (re)creates it:
 ``tardy publish`` does, and every ``status`` call does for the headline model's
-(``tardy.engine.headline``: the project's ``headline_model``, else its first published
+(``tardy.project.headline``: the project's ``headline_model``, else its first published
 model), the one ``status`` points its reader to (its moved rows per model come from
 ``tardy.consumers.revisions``, which reads no view).
 
@@ -64,11 +64,12 @@ from datetime import date, datetime, timedelta
 
 from tardy.consumers.revisions import Revisions
 from tardy.engine.delta import single_row
-from tardy.engine.headline import headline
 from tardy.engine.log import PERIODS_VIEW, ensure_log
 from tardy.engine.trail import ensure_trail, standing_rows
 from tardy.ingest.tables import arrivals, main_table
-from tardy.lateness_series import LATE_SQL, MEASURED_SQL
+from tardy.lateness.grace import data_watermark, is_final
+from tardy.lateness.series import LATE_SQL, MEASURED_SQL
+from tardy.project.headline import headline
 from tardy.quarantine.listing import Count
 
 if t.TYPE_CHECKING:
@@ -76,7 +77,7 @@ if t.TYPE_CHECKING:
     from sqlmesh import Context
 
     from tardy.engine.closure import Closure
-    from tardy.engine.detect import Manifest
+    from tardy.engine.results import Manifest
 
 STATUS_SCHEMA = "tardy"
 
@@ -237,7 +238,7 @@ class Status:
     pending_provisional: dict[str, list[list[str]]]
     absorbed_but_final: dict[str, list[list[str]]]
     detect: dict[str, object] = field(default_factory=dict)
-    # The headline's status view (``tardy.engine.headline``); None before its first plan.
+    # The headline's status view (``tardy.project.headline``); None before its first plan.
     view: str | None = None
     # The periods of every published model that a promoted restatement changed, with the
     # latest one.
@@ -261,7 +262,7 @@ class Status:
 
     @classmethod
     def from_dict(cls, raw: dict[str, t.Any]) -> Status:
-        """The inverse of ``as_dict`` (a recorded status: ``tardy.recorded``)."""
+        """The inverse of ``as_dict`` (a recorded status: ``tardy.cli.recorded``)."""
         return cls(
             **{
                 **raw,
@@ -278,21 +279,12 @@ class Status:
         )
 
 
-def data_watermark(max_arrival: datetime | None, grace_days: int) -> datetime | None:
-    return None if max_arrival is None else max_arrival - timedelta(days=grace_days)
-
-
-def is_final(day: date, watermark: datetime | None) -> bool:
-    """The whole of ``day`` lies before the watermark: ``day + 1 (00:00) <= watermark``."""
-    return watermark is not None and day < watermark.date()
-
-
 def split_by_finality(
     manifest: Manifest, watermark: datetime | None, closure: Closure
 ) -> tuple[dict[str, list[list[str]]], dict[str, list[list[str]]], dict[str, list[list[str]]]]:
     """(pending_final, pending_provisional, absorbed_but_final) of a detect manifest. A
     period is final when its last day is (``closure.last_day``: a week's Sunday)."""
-    from tardy.engine.closure import days_of, ranges
+    from tardy.engine.results import days_of, ranges
 
     def final(model: str, key: date) -> bool:
         return is_final(closure.last_day(model, key), watermark)
@@ -308,7 +300,7 @@ def split_by_finality(
 
 
 def ensure_status_view(context: Context, spark: SparkSession) -> str | None:
-    """(Re)create the headline model's status view (``tardy.engine.headline``); returns its
+    """(Re)create the headline model's status view (``tardy.project.headline``); returns its
     name, or None when the project publishes no model or its table does not exist yet (no
     ``sqlmesh plan`` has built it)."""
     lead = headline(context)
@@ -349,7 +341,7 @@ def lateness(spark: SparkSession, grace_days: int) -> tuple[list[SourceStatus], 
     """Per-source and overall lateness since the first arrival (see the module's
     definitions): the lateness series brought up to date and summed (two statements when
     nothing is pending)."""
-    from tardy.lateness_series import extend, totals
+    from tardy.lateness.series import extend, totals
 
     extend(spark)
     sources, overall = [], None
@@ -413,10 +405,10 @@ def status(context: Context, spark: SparkSession) -> Status:
     Also (re)creates the headline model's status view (``ensure_status_view``).
     """
     from tardy.consumers.revisions import revisions
-    from tardy.consumers.versions import published_snapshots
     from tardy.engine import sqlmesh_api
     from tardy.engine.closure import Closure
     from tardy.engine.detect import detect
+    from tardy.engine.sqlmesh_api import published_snapshots
     from tardy.quarantine.listing import counts, read
 
     grace = int(context.config.variables["grace_days"])

@@ -21,7 +21,8 @@ One module per step, in the order a restatement runs them:
 - ``outcome``: what a command returns (``Outcome``, ``Status``) and its errors;
 - ``restate``: the commands (``restate``, ``promote``/``discard``/``rollback``) under the
   lock, after recovering what the log says was interrupted, each calling the caller's
-  publisher after a promotion (``tardy.restatements`` passes ``tardy.consumers.versions``'s).
+  publisher after a promotion (``tardy.requests.restatements`` passes one that calls
+  ``tardy.consumers.publish``).
 
 SQLMesh is reached only through ``sqlmesh_api`` and Delta only through ``delta``; nothing here
 renders output (the CLI does).

@@ -35,28 +35,6 @@ if t.TYPE_CHECKING:
 WINDOW_TAG = "restate_window"
 
 
-def ranges(days: Iterable[date]) -> list[list[str]]:
-    """The smallest set of closed [first, last] day ranges covering ``days``."""
-    out: list[list[date]] = []
-    for day in sorted(set(days)):
-        if out and day == out[-1][1] + timedelta(days=1):
-            out[-1][1] = day
-        else:
-            out.append([day, day])
-    return [[first.isoformat(), last.isoformat()] for first, last in out]
-
-
-def days_of(spans: Iterable[list[str]]) -> set[date]:
-    """Every day of the ranges ``[[first, last], ...]``."""
-    out = set()
-    for first, last in spans:
-        day, end = date.fromisoformat(first), date.fromisoformat(last)
-        while day <= end:
-            out.add(day)
-            day += timedelta(days=1)
-    return out
-
-
 def window(snapshot: Snapshot) -> int:
     value = sqlmesh_api.tag_value(snapshot, WINDOW_TAG)
     return int(value) if value else 1

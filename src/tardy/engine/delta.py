@@ -118,7 +118,7 @@ class History:
         a folder of ``home`` (default: the data home) are read from their logs."""
         from pyspark.errors import AnalysisException
 
-        from tardy.home import data_home
+        from tardy.project.home import data_home
 
         home = home or data_home().root
         known = _LOCATIONS.get(spark)

@@ -17,11 +17,11 @@ row keeps as pending, reported here until the model's next run recomputes them.
 from __future__ import annotations
 
 import typing as t
-from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 
 from tardy.engine import delta, dimension, facts, sqlmesh_api
-from tardy.engine.closure import Closure, days_of, ranges
+from tardy.engine.closure import Closure
+from tardy.engine.results import Manifest, days_of, ranges
 from tardy.engine.watermark import ensure_table
 from tardy.engine.watermark import read as read_watermark
 from tardy.key_index import KeySet
@@ -29,53 +29,6 @@ from tardy.key_index import KeySet
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlmesh import Context
-
-
-@dataclass
-class Manifest:
-    arrival_watermark: str | None
-    previous_watermark: str | None
-    bronze_version: int
-    since_bronze_version: int | None
-    late_rows: int
-    impacted: dict[str, list[list[str]]]
-    absorbed_by_next_run: dict[str, list[list[str]]]
-    reasons: dict[str, str]
-    # The days detection found per model reading bronze; ``impacted`` is their closure over
-    # the DAG if every reached day changed (staging cascades only the days that do).
-    roots: dict[str, list[list[str]]] = field(default_factory=dict)
-    stock_commands: list[str] = field(default_factory=list)
-    # Per model reading bronze by natural key: the keys whose rows changed, when detection
-    # knew them as literals (``facts.MAX_INLINED_ROWS``). Not part of the report (it
-    # can hold thousands of keys): only staging reads it, in the same process.
-    keys: dict[str, KeySet] = field(default_factory=dict, repr=False)
-    # A named restatement's selection (``tardy.engine.named``): models, start, end; None for
-    # a detected one. Not a log column (the log's manifest is schema 2): the named models'
-    # ``reasons`` say it there.
-    named: dict[str, object] | None = None
-    # The dimensions' bronze tables (``tardy.engine.dimension``): the versions read now, and
-    # those prod reflected (the watermark's ``source_versions``).
-    source_versions: dict[str, int] = field(default_factory=dict)
-    since_source_versions: dict[str, int] = field(default_factory=dict)
-    # Per dimension: the validity windows late changes alter, ``{"key", "from", "to"}`` (ISO
-    # instants, ``to`` None while open). Not a log column: the children's ``reasons`` count
-    # them there.
-    altered: dict[str, list[dict[str, str | None]]] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, object]:
-        out = asdict(self)
-        del out["keys"]
-        return out
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, t.Any]) -> Manifest:
-        """The inverse of ``as_dict``, without the keys (a recorded manifest:
-        ``tardy.recorded``)."""
-        return cls(**raw)
-
-    @property
-    def is_empty(self) -> bool:
-        return not any(self.impacted.values())
 
 
 def detect(context: Context, spark: SparkSession) -> Manifest:

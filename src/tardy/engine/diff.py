@@ -20,11 +20,17 @@ unless ``--accept-large-change`` is given.
 from __future__ import annotations
 
 import typing as t
-from dataclasses import asdict, dataclass, field
-from datetime import date
 from decimal import Decimal
 
 from tardy.engine import delta
+from tardy.engine.results import (
+    Breaker,
+    BreakerTrip,
+    Change,
+    DayChange,
+    IntervalDiff,
+    TableDiff,
+)
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,168 +38,6 @@ if t.TYPE_CHECKING:
     from tardy.engine.stage import StagedTable
 
 EXAMPLES = 5
-
-
-class Totals(t.TypedDict):
-    """A model's rows and sums (decimal text, by column) before and after, over all its
-    restated intervals."""
-
-    rows_before: int
-    rows_after: int
-    sums_before: dict[str, str]
-    sums_after: dict[str, str]
-
-
-@dataclass
-class IntervalDiff:
-    model: str
-    interval: list[str]
-    rows_before: int
-    rows_after: int
-    sums_before: dict[str, str]
-    sums_after: dict[str, str]
-    keys_added: int
-    keys_removed: int
-    keys_changed: int
-    examples: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def unchanged(self) -> bool:
-        return not (self.keys_added or self.keys_removed or self.keys_changed)
-
-
-@dataclass
-class BreakerTrip:
-    day: str
-    measure: str
-    before: str
-    after: str
-    change: float | None  # relative change; None when before is 0 and after is not
-
-
-@dataclass(frozen=True)
-class Breaker:
-    """What the circuit breaker watches: one model's rows and one measure, per day."""
-
-    model: str | None
-    measure: str | None  # None: the model's row count only
-    threshold: float
-
-
-@dataclass
-class DayChange:
-    """Rows and the breaker's measure on one day, before and after (``diff_table``)."""
-
-    day: date
-    rows_before: int
-    rows_after: int
-    sums_before: dict[str, str]
-    sums_after: dict[str, str]
-    changed_keys: int
-
-
-class Change(t.TypedDict):
-    """One changed key as the change trail records it (``trail.record_promotion``): the
-    grain's key, its day, ``added`` / ``removed`` / ``changed``, both rows as JSON."""
-
-    row_key: str
-    event_date: date
-    change: str
-    before: str | None
-    after: str | None
-
-
-@dataclass
-class TableDiff:
-    intervals: list[IntervalDiff]
-    days: list[DayChange]
-    # Every changed key's rows, for the change trail; None when there were more than the
-    # diff keeps (``CHANGES_PER_DAY``, ``CHANGES_KEPT``).
-    changes: list[Change] | None = None
-
-    @property
-    def changed_days(self) -> set[date]:
-        return {d.day for d in self.days if d.changed_keys}
-
-
-@dataclass
-class Diff:
-    restatement_id: str
-    intervals: list[IntervalDiff]
-    threshold: float
-    breaker: list[BreakerTrip]
-    breaker_model: str | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-    def totals(self) -> dict[str, Totals]:
-        """Per model: rows and sums before/after over all its restated intervals."""
-        out: dict[str, Totals] = {}
-        for item in self.intervals:
-            total = out.setdefault(
-                item.model,
-                Totals(rows_before=0, rows_after=0, sums_before={}, sums_after={}),
-            )
-            total["rows_before"] += item.rows_before
-            total["rows_after"] += item.rows_after
-            for sums, values in (
-                (total["sums_before"], item.sums_before),
-                (total["sums_after"], item.sums_after),
-            ):
-                for column, value in values.items():
-                    sums[column] = str(Decimal(sums.get(column, "0")) + Decimal(value))
-        return out
-
-    def markdown(self) -> str:
-        lines = [
-            f"### tardy restatement `{self.restatement_id}`",
-            "",
-            "| model | interval | rows before | rows after | sum before | sum after "
-            "| keys added | keys removed | keys changed |",
-            "|---|---|--:|--:|--:|--:|--:|--:|--:|",
-        ]
-        for item in self.intervals:
-            measure = measure_of(item.sums_before)
-            before = f"{measure} {item.sums_before[measure]}" if measure else ""
-            after = f"{measure} {item.sums_after.get(measure, '')}" if measure else ""
-            lines.append(
-                f"| `{item.model}` | {item.interval[0]}..{item.interval[1]} "
-                f"| {item.rows_before:,} | {item.rows_after:,} | {before} | {after} "
-                f"| {item.keys_added:,} | {item.keys_removed:,} | {item.keys_changed:,} |"
-            )
-        examples = [
-            f"- `{item.model}` {item.interval[0]}..{item.interval[1]} {kind}: "
-            + ", ".join(f"`{key}`" for key in keys)
-            for item in self.intervals
-            for kind, keys in item.examples.items()
-            if keys
-        ]
-        if examples:
-            lines += ["", "<details><summary>Example keys</summary>", "", *examples, "</details>"]
-        lines.append("")
-        if self.breaker:
-            lines.append(
-                f"**Circuit breaker**: {len(self.breaker)} closed day(s) of `{self.breaker_model}` "
-                f"change by more than {self.threshold:.0%}:"
-            )
-            lines += [
-                f"- {trip.day} {trip.measure}: {trip.before} → {trip.after}"
-                f" ({'new' if trip.change is None else f'{trip.change:+.1%}'})"
-                for trip in self.breaker
-            ]
-        else:
-            lines.append(
-                f"Circuit breaker: no closed day of `{self.breaker_model}` changes by more than "
-                f"{self.threshold:.0%}."
-            )
-        return "\n".join(lines) + "\n"
-
-
-def measure_of(sums: dict[str, str]) -> str | None:
-    """The measure a model's sums show: the first (the diff puts the model's own first:
-    ``tardy.engine.headline``)."""
-    return next(iter(sums), None)
 
 
 DIFF_SQL = """

@@ -46,7 +46,7 @@ if t.TYPE_CHECKING:
     from sqlmesh import Context
     from sqlmesh.core.snapshot import Snapshot
 
-    from tardy.sources import Sources
+    from tardy.project.sources import Sources
 
 RECORD_ID = "record_id"  # every bronze table's row id (``tardy.ingest.tables``)
 # The re-evaluated query covers every day from the reader's first computed one: a record may
@@ -168,7 +168,7 @@ def project_fact_sources(context: Context, snapshots: t.Sequence[Snapshot]) -> l
     """``fact_sources`` of the project: its declared bronze tables but its dimensions', read
     by its models computed by intervals."""
     from tardy.engine import dimension
-    from tardy.sources import declared
+    from tardy.project.sources import declared
 
     dimension_tables = {
         table for dim in dimension.dimensions(context, list(snapshots)) for table in dim.sources

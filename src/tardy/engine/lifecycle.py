@@ -37,10 +37,10 @@ from enum import StrEnum
 
 from tardy.engine import delta, log, sqlmesh_api, trail
 from tardy.engine import promote as promotion
-from tardy.engine.diff import Change
 from tardy.engine.log import Action, LogEntry, Record
 from tardy.engine.outcome import Outcome, Publish, RestatementError, Status
 from tardy.engine.plan import moves_watermark, report_dir, watermark_target
+from tardy.engine.results import Change
 from tardy.engine.stage import StagedTable, drop_stage
 from tardy.engine.watermark import WATERMARK_TABLE
 from tardy.engine.watermark import advance as advance_watermark

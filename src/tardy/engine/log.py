@@ -34,13 +34,13 @@ from tardy.engine.log_schema import JSON_COLUMNS, current_schema, readable_log
 from tardy.engine.log_schema import LOG_TABLE as LOG_TABLE  # re-exported
 from tardy.engine.log_schema import PERIODS_VIEW as PERIODS_VIEW  # re-exported
 from tardy.engine.log_schema import ensure_log as ensure_log  # re-exported
-from tardy.home import project_root
+from tardy.project.home import project_root
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from tardy.engine.audit import AuditResult
-    from tardy.engine.detect import Manifest
+    from tardy.engine.results import Manifest
     from tardy.engine.stage import StagedTable
 
 

@@ -26,21 +26,12 @@ from datetime import date, datetime
 
 from tardy.engine import audit, delta, environment, lifecycle, log, sqlmesh_api
 from tardy.engine import promote as promotion
-from tardy.engine.closure import days_of, ranges
-from tardy.engine.detect import Manifest
-from tardy.engine.diff import (
-    Breaker,
-    Change,
-    Diff,
-    TableDiff,
-    breaker,
-    diff_table,
-    diff_tables,
-)
+from tardy.engine.diff import breaker, diff_table, diff_tables
 from tardy.engine.log import Action, LogEntry
 from tardy.engine.meter import Meter
 from tardy.engine.outcome import BreakerTripped, Outcome, Publish, RestatementError, Status
 from tardy.engine.plan import Plan, report_dir, snapshot_versions, watermark_target
+from tardy.engine.results import Breaker, Change, Diff, Manifest, TableDiff, days_of, ranges
 from tardy.engine.stage import (
     StagedTable,
     drop_stage,
@@ -95,7 +86,7 @@ class Staging:
     diff: Diff
     audits: list[audit.AuditResult]
     # The changed keys the diffs found, per model with changed days, for the change trail
-    # (a model whose diff kept none: ``diff.TableDiff.changes``).
+    # (a model whose diff kept none: ``results.TableDiff.changes``).
     changes: dict[str, list[Change]] = field(default_factory=dict)
 
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from tardy.engine import sqlmesh_api
-from tardy.engine.closure import Closure, ranges
-from tardy.engine.detect import Manifest
+from tardy.engine.closure import Closure
+from tardy.engine.results import Manifest, ranges
 from tardy.engine.watermark import ensure_table, read
 from tardy.errors import InputError
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from tardy.engine import audit
-from tardy.engine.detect import Manifest
-from tardy.engine.diff import Diff
+from tardy.engine.results import Diff, Manifest
 from tardy.errors import Refused, RestatementFailed
 
 if t.TYPE_CHECKING:

@@ -21,11 +21,11 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 from tardy.engine import sqlmesh_api
-from tardy.engine.closure import Closure, days_of
-from tardy.engine.diff import Breaker
-from tardy.engine.headline import breaker_target
+from tardy.engine.closure import Closure
+from tardy.engine.results import Breaker, days_of
 from tardy.engine.watermark import Pending
-from tardy.home import activate
+from tardy.project.headline import breaker_target
+from tardy.project.home import activate
 
 if t.TYPE_CHECKING:
     from sqlmesh import Context

@@ -74,7 +74,7 @@ def _kill_self() -> None:
 def inflight_failpoint(action: str, done: int) -> t.Iterator[None]:
     """Test hook, ``"promote:N:inflight"``: kill -9 this process 0.3 s into the statement the
     block runs after N tables, while the engine executes it (on a warm engine the statement
-    outlives its client: ``tardy.warm`` interrupts it before the next command reads)."""
+    outlives its client: ``tardy.runtime.warm`` interrupts it before the next command reads)."""
     if os.environ.get(FAILPOINT) == f"{action}:{done}:inflight":
         timer = threading.Timer(0.3, _kill_self)
         timer.daemon = True

@@ -17,8 +17,8 @@
 
 Promote, discard, rollback and recovery are transitions of ``tardy.engine.lifecycle``'s
 table. Each command takes the caller's ``publish`` (``outcome.Publish``:
-``tardy.restatements`` passes ``tardy.consumers.versions``'s) and calls it, under the lock, after
-every promotion it completes.
+``tardy.requests.restatements`` passes one that calls ``tardy.consumers.publish``) and calls
+it, under the lock, after every promotion it completes.
 
 Recovery (``_locked``, ``lifecycle.recover``) reads the restatement log
 (``tardy.restatement_log``): a restatement whose latest action is an intent was cut off, and
@@ -31,9 +31,8 @@ import typing as t
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
-from tardy import lock
 from tardy.engine import environment, lifecycle, log, machine
-from tardy.engine.detect import Manifest, detect
+from tardy.engine.detect import detect
 from tardy.engine.lifecycle import Verb
 from tardy.engine.log import Action, Record
 from tardy.engine.meter import Meter
@@ -41,8 +40,10 @@ from tardy.engine.named import Selection
 from tardy.engine.named import manifest as named_manifest
 from tardy.engine.outcome import Outcome, PendingRestatement, Publish, Status
 from tardy.engine.plan import new_id, watched
+from tardy.engine.results import Manifest
 from tardy.errors import RestatementFailed
-from tardy.home import activate
+from tardy.project.home import activate
+from tardy.runtime import lock
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -147,7 +148,7 @@ def hold(restatement_id: str, gateway: str | None = None) -> Iterator[None]:
     (``project.load_config``). ``_locked`` inside finds it held and only recovers. Raises
     ``lock.LockedError`` when another process holds it.
     """
-    from tardy.project import load_config
+    from tardy.project.context import load_config
 
     activate()  # TARDY_HOME absolute before project.yaml renders it
     held = restatement_lock(load_config(), gateway)

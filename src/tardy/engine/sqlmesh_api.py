@@ -16,8 +16,8 @@ from datetime import UTC, date, datetime, timedelta
 from sqlglot import exp, parse_one
 
 from tardy.audited_intervals import INTERVALS_VARIABLE
-from tardy.engine.headline import grain_of, tag_value_of
 from tardy.errors import TardyError
+from tardy.project.headline import PUBLISHED_TAG, grain_of, tag_value_of
 
 if t.TYPE_CHECKING:
     import pandas as pd
@@ -38,6 +38,15 @@ def prod_snapshots(context: Context) -> dict[str, Snapshot]:
         raise NoProdError("no prod environment yet: run `sqlmesh plan` first")
     snapshots = context.state_sync.get_snapshots(env.snapshots).values()
     return {s.model.name if s.is_model else s.name: s for s in snapshots}
+
+
+def published_snapshots(context: Context) -> dict[str, Snapshot]:
+    """Prod's snapshots of the models tagged ``published``, by model name."""
+    return {
+        name: snapshot
+        for name, snapshot in prod_snapshots(context).items()
+        if snapshot.is_model and PUBLISHED_TAG in snapshot.model.tags
+    }
 
 
 def by_fqn(snapshots: t.Iterable[Snapshot]) -> dict[str, Snapshot]:

@@ -43,9 +43,9 @@ import pandas as pd
 from sqlglot import exp
 
 from tardy.engine import delta, environment, sqlmesh_api
-from tardy.engine.headline import measure_tag
-from tardy.home import data_home
 from tardy.key_index import KEY_RESTRICTION_VARIABLE, KeySet
+from tardy.project.headline import measure_tag
+from tardy.project.home import data_home
 from tardy.sql import in_list
 
 if t.TYPE_CHECKING:

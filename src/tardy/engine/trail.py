@@ -14,7 +14,7 @@ How each append stays exact under kill -9 and retries:
 * A promotion's rows are the changed keys of the days the promotion commits (the commit
   copies exactly those days of the staged table): prod at its version before the promotion
   against the staged table. When the promotion follows its staging in the same process, the
-  diff has found them already (``diff.TableDiff.changes``, up to a few hundred keys a table);
+  diff has found them already (``results.TableDiff.changes``, up to a few hundred keys a table);
   otherwise, or for a table with more, they are compared again here. They are appended in
   one write (one Delta commit) after the promotion's intent
   and *before* its first table commit, while that version is still prod's current one: its
@@ -39,7 +39,7 @@ from tardy.sql import literal
 if t.TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from tardy.engine.diff import Change
+    from tardy.engine.results import Change
     from tardy.engine.stage import StagedTable
 
 TRAIL_TABLE = "tardy.transaction_changes"

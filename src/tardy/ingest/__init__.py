@@ -2,7 +2,7 @@
 
 The landing contract: ``<landing>/<source_system>/arrival_ts=<YYYYMMDDTHHMMSSZ>/<name>.jsonl``.
 The source system (the first folder under the landing root) picks the bronze table
-(``table_of``) from the declared sources (``sources.yaml``, ``tardy.sources``); a file of a
+(``table_of``) from the declared sources (``sources.yaml``, ``tardy.project.sources``); a file of a
 folder no source declares is refused, left untouched. Each table is described by one
 ``BronzeTable`` (name, record fields, the one field also parsed as a timestamp) built from
 its sources' declaration; all share everything below.

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from tardy.ingest.errors import FileRefused, IngestError
-from tardy.landing import ARRIVAL_DIR_PREFIX, parse_arrival_dir
+from tardy.ingest.landing import ARRIVAL_DIR_PREFIX, parse_arrival_dir
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The tables ingest writes: the append-only bronze tables (one ``BronzeTable`` per table the
-declared sources land in, ``tardy.sources``) and the file ledger ``bronze.ingest_ledger``.
+declared sources land in, ``tardy.project.sources``) and the file ledger ``bronze.ingest_ledger``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from tardy.key_index import KeyIndex
-from tardy.sources import Sources, declared, path
+from tardy.project.sources import Sources, declared, path
 
 LEDGER_TABLE = "bronze.ingest_ledger"
 # The columns every bronze table opens with (before its timestamp, raw_record, parse_error).

@@ -30,16 +30,16 @@ from pathlib import Path
 
 from tardy.errors import InputError
 from tardy.ingest.discovery import LandingFile
+from tardy.ingest.landing import arrival_dir_name
 from tardy.ingest.parsing import bronze_row
 from tardy.ingest.tables import table_of
-from tardy.landing import arrival_dir_name
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from sqlmesh import Context
 
+    from tardy.project.sources import Source
     from tardy.quarantine.listing import Quarantined
-    from tardy.sources import Source
 
 PROVENANCE = "_steward"
 PREFIX = "steward-"

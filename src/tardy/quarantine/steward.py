@@ -19,11 +19,11 @@ from pathlib import Path
 from tardy.engine.log import actor
 from tardy.engine.promote import failpoint
 from tardy.errors import InputError, Refused
-from tardy.home import activate
+from tardy.project.home import activate
+from tardy.project.sources import declared
 from tardy.quarantine import fixes
 from tardy.quarantine.listing import Listing, Quarantined, read, resolve
 from tardy.quarantine.reviews import Decision, Review, append, steward_files
-from tardy.sources import declared
 from tardy.sql import literal
 
 if t.TYPE_CHECKING:
@@ -76,8 +76,8 @@ def settle_rejected(listing: Listing, context: Context) -> int:
     """Announce the rejections a killed ``tardy quarantine reject`` committed and never
     announced (their held events): each whose decisions the review table holds is released,
     the others dropped. No statement: ``listing`` holds every record's decision."""
-    from tardy.consumers import held as held_events
-    from tardy.consumers import notifications
+    from tardy.outbox import held as held_events
+    from tardy.outbox import notifications
 
     orphans = held_events.orphans(activate().root, notifications.EventKind.QUARANTINE_REJECTED)
     decided = {r.decision.review_id for r in listing.records if r.decision is not None}
@@ -106,8 +106,8 @@ def reject(
     supersede: bool = False,
 ) -> Decided:
     """Reject the records ``ids`` name, in one commit, and tell their sources' owners."""
-    from tardy.consumers import held as held_events
-    from tardy.consumers import notifications
+    from tardy.outbox import held as held_events
+    from tardy.outbox import notifications
 
     why, steward = _reason(reason), actor()
     listing = read(context, spark)
@@ -329,6 +329,6 @@ def _complete(spark: SparkSession, landing: Path, found: Quarantined, landed: Pa
 
 
 def _arrival(path: Path) -> datetime:
-    from tardy.landing import parse_arrival_dir
+    from tardy.ingest.landing import parse_arrival_dir
 
     return parse_arrival_dir(path.parent.name)

@@ -7,10 +7,10 @@ import typing as t
 from rich.console import Console
 from rich.table import Table
 
-from tardy.warm import EngineState
+from tardy.runtime.warm import EngineState
 
 if t.TYPE_CHECKING:
-    from tardy.warm import Status as EngineStatus
+    from tardy.runtime.warm import Status as EngineStatus
 
 
 def render_engine(status: EngineStatus, console: Console) -> None:

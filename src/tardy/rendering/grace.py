@@ -1,5 +1,5 @@
 """``tardy grace``: per source, the late share of candidate grace windows, and the
-suggestion (``tardy.grace``)."""
+suggestion (``tardy.lateness.grace``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tardy.rendering.cells import names_column, shell_lines
 if t.TYPE_CHECKING:
     from rich.console import Console
 
-    from tardy.grace import Fit, SourceFit
+    from tardy.lateness.grace import Fit, SourceFit
 
 
 def fit_table(source: SourceFit, current: int) -> Table:

@@ -23,8 +23,7 @@ from tardy.rendering.cells import (
 )
 
 if t.TYPE_CHECKING:
-    from tardy.engine.detect import Manifest
-    from tardy.engine.diff import Diff, IntervalDiff
+    from tardy.engine.results import Diff, IntervalDiff, Manifest
 
 
 # -- tardy detect / restate --------------------------------------------------------------------
@@ -77,7 +76,7 @@ def diff_table(diff: Diff) -> Table:
     """Staged against prod: a header row per model (its name and the measure its sums are
     of), then a row per interval: rows and the measure before and → after, keys +added
     −removed ~changed."""
-    from tardy.engine.diff import measure_of
+    from tardy.engine.results import measure_of
 
     table = Table(
         title=f"Restatement {diff.restatement_id}: staged vs prod",

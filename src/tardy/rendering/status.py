@@ -15,10 +15,10 @@ from rich.text import Text
 from tardy.rendering.cells import Intervals, Spans, amount, names_column, number, timestamp
 
 if t.TYPE_CHECKING:
-    from tardy.alerts import Alert
-    from tardy.consumers.notifications import Backlog
     from tardy.consumers.revisions import Revisions
     from tardy.consumers.status import RestatedDay, SourceStatus, Status
+    from tardy.lateness.alerts import Alert
+    from tardy.outbox.notifications import Backlog
 
 
 LATENESS_COLUMNS: list[tuple[str, t.Callable[[SourceStatus], str]]] = [
@@ -156,7 +156,7 @@ def render_alerts(alerts: Sequence[Alert], console: Console) -> None:
 def restated_table(days: Iterable[RestatedDay]) -> Table:
     """The periods promoted restatements changed, one row per model, latest restatement and
     status (final or provisional): the model, the restatement, its periods and its reason."""
-    from tardy.engine.closure import ranges
+    from tardy.engine.results import ranges
 
     groups: dict[tuple[str, str, str, str], list[str]] = {}
     for day in days:

@@ -14,7 +14,7 @@ from rich.text import Text
 from tardy.rendering.cells import amount, names_column
 
 if t.TYPE_CHECKING:
-    from tardy.report import Summary
+    from tardy.reporting.summary import Summary
 
 
 def _counts_table(title: str, header: str, counts: dict[str, int]) -> Table:

@@ -6,7 +6,7 @@ records that a real point-of-sale feed delivers; and the stores' master data cha
 (region, format, manager) with the same troubles (``store_changes``), and, when asked, the
 payment provider's card refunds of those sales (``refunds``).
 
-The landing contract (paths, file names, arrival folders) is ``tardy.landing``'s; the feed
+The landing contract (paths, file names, arrival folders) is ``tardy.ingest.landing``'s; the feed
 model is ``tardy.simulate.sales`` (sales, kinds and their rates) and
 ``tardy.simulate.store_changes`` (store master data); ``tardy.simulate.writer`` publishes the
 files; ``tardy.simulate.config`` holds ``SimulationConfig`` and ``SimulationResult``.

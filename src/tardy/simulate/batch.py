@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
-from tardy.landing import SLOT_HOURS
+from tardy.ingest.landing import SLOT_HOURS
 
 HOUR = 3600
 DAY = 24 * HOUR

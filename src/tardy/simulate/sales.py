@@ -73,7 +73,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from tardy.landing import PARTNER_SOURCE, POS_BATCH_NAME, POS_SOURCE
+from tardy.ingest.landing import PARTNER_SOURCE, POS_BATCH_NAME, POS_SOURCE
 from tardy.simulate.batch import DAY, HOUR, SLOT, Batch, iso
 from tardy.simulate.config import SimulationConfig
 

@@ -58,7 +58,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
-from tardy.landing import SLOT_HOURS, STORE_CHANGES_NAME, STORE_MASTER_SOURCE
+from tardy.ingest.landing import SLOT_HOURS, STORE_CHANGES_NAME, STORE_MASTER_SOURCE
 from tardy.simulate.batch import DAY, HOUR, SLOT, Batch, iso
 from tardy.simulate.config import SimulationConfig
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tardy.landing import POS_SOURCE, arrival_dir_name
+from tardy.ingest.landing import POS_SOURCE, arrival_dir_name
 from tardy.simulate.batch import Batch, datetime_of
 from tardy.simulate.refunds import REFUND_KINDS
 from tardy.simulate.sales import KINDS, Generator

@@ -58,7 +58,7 @@ class Spec:
 
 def spec() -> Spec:
     """The project's training spec (its config read with no engine)."""
-    from tardy.project import load_variables
+    from tardy.project.context import load_variables
 
     return Spec.of(load_variables())
 

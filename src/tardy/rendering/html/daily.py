@@ -21,7 +21,7 @@ from tardy.rendering.html.style import (
     nothing_yet,
 )
 from tardy.rendering.html.text import amount, change, decimal, number, plain, short
-from tardy.report_records import DailyRevision
+from tardy.reporting.records import DailyRevision
 
 
 def runs(days: Sequence[str], flags: Sequence[bool]) -> list[tuple[str, str]]:

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from tardy.rendering.html.style import SOURCE_COLOURS, TEMPLATE, nothing_yet
 from tardy.rendering.html.text import amount, change, count, decimal, plain, short
-from tardy.report_records import IntervalChange, RestatementSummary
+from tardy.reporting.records import IntervalChange, RestatementSummary
 
 MAX_INTERVALS = 40  # intervals per restatement in a before/after chart
 MIN_BARS = 3  # bar slots of the before/after chart (its height: fewer bars leave some space)

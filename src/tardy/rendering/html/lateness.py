@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from tardy.rendering.html.style import RED, SOURCE_COLOURS, TEMPLATE, nothing_yet
 from tardy.rendering.html.text import count, plain
-from tardy.report_records import LatenessAlert, LatenessHour
+from tardy.reporting.records import LatenessAlert, LatenessHour
 
 MAX_DOTS = 60  # points up to which a line draws a dot per point
 

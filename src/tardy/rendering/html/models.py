@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from tardy.rendering.html.page import Markup, table
 from tardy.rendering.html.text import esc
-from tardy.report_records import ModelRow
+from tardy.reporting.records import ModelRow
 
 HOW = (
     "Each version of the project's model registered in the data home's MLflow store, "

@@ -12,7 +12,7 @@ from tardy.rendering.html.page import Chart, cards, chart_section, page, status_
 from tardy.rendering.html.periods import periods_figure
 from tardy.rendering.html.products import products_section
 from tardy.rendering.html.quarantine import quarantine_figure, review_table
-from tardy.report_records import Report, RestatedPeriod, RestatementSummary
+from tardy.reporting.records import Report, RestatedPeriod, RestatementSummary
 
 MAX_RESTATEMENTS = 10  # restatements in the report page's before/after chart (the latest)
 

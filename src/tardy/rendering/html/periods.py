@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from tardy.rendering.html.style import MAX_HOVER_LINES, ORANGE, TEMPLATE, nothing_yet
 from tardy.rendering.html.text import plain, short
-from tardy.report_records import RestatedPeriod
+from tardy.reporting.records import RestatedPeriod
 
 
 def periods_figure(periods: Sequence[RestatedPeriod]) -> go.Figure:

@@ -11,7 +11,7 @@ from tardy.quarantine.listing import Count
 from tardy.rendering.html.page import table
 from tardy.rendering.html.style import TEMPLATE, nothing_yet
 from tardy.rendering.html.text import plain, short
-from tardy.report_records import QuarantineDay
+from tardy.reporting.records import QuarantineDay
 
 REASON_COLOURS = ("#dc2626", "#d97706", "#7c3aed", "#0891b2", "#65a30d", "#db2777", "#475569")
 

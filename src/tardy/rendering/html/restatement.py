@@ -18,7 +18,7 @@ from tardy.rendering.html.page import (
     table,
 )
 from tardy.rendering.html.text import amount, change, esc, short
-from tardy.report_records import IntervalChange, RestatementReport, TrailRow
+from tardy.reporting.records import IntervalChange, RestatementReport, TrailRow
 
 
 def spans(value: object) -> str:
