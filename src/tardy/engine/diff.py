@@ -11,10 +11,12 @@ days*, the only ones staging cascades to its children and promotion commits. The
 several tables can run as one statement (``diff_tables``: the models no other staged model
 reads, diffed together after the last write).
 
-The circuit breaker reads the same per-day numbers for the model and measure named by the
-config variables ``restatement_breaker_model`` / ``restatement_breaker_measure``: a closed
-day whose measure or row count moves by more than the threshold stops the restatement
-unless ``--accept-large-change`` is given.
+The circuit breaker reads the same per-day numbers for one model and measure
+(``tardy.project.headline.breaker_target``): the config variables
+``restatement_breaker_model`` / ``restatement_breaker_measure`` when set, else the project's
+headline model and its own (DECIMAL) measure, else its row counts only. A closed day whose
+measure or row count moves by more than the threshold stops the restatement unless
+``--accept-large-change`` is given.
 """
 
 from __future__ import annotations

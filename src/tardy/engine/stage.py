@@ -6,9 +6,12 @@ as non-deployable, and resolves a non-deployable parent to it. Staging uses exac
 as an *overlay view* of prod (docs/engine.md, "Overlay staging"):
 
 1. ``prepare``: reads the prod table's current Delta version (the staged view pins it);
-2. ``write``: SQLMesh renders the model (SQL or Python) once per restated interval, with a
-   deployability index in which the staged models are non-deployable (they read their staged
-   parents, and prod for every other model); the renders are combined into ONE
+2. ``write``: SQLMesh renders the model once for all its restated intervals (through the
+   interval macros, ``Renderer.rows_over``; a Python model, or one also reading
+   ``@start_date`` or ``@end_date``, once per interval, the renders combined: docs/engine.md,
+   "One pass per model"), with a deployability index in which the staged models are
+   non-deployable (they read their staged parents, and prod for every other model); the
+   result is written by ONE
    ``CREATE OR REPLACE TABLE <rows table> AS SELECT ... WHERE <union of the intervals>``
    (the *rows table*: one Spark statement and one Delta commit per model), then the dev name
    becomes the view ``prod VERSION AS OF <v> WHERE NOT <the intervals> UNION ALL <rows
@@ -20,7 +23,7 @@ as an *overlay view* of prod (docs/engine.md, "Overlay staging"):
    id>/<model>``), not in the metastore: dropping the stage deletes the folder, no
    statement. Only a model that another staged model reads (or that reads itself, or is
    written by key) gets the view; a leaf's children are not staged, so nothing reads its
-   dev name (docs/engine.md, "Issue 50: the third design round").
+   dev name (docs/engine.md, "Overlay staging").
    A model that reads the key restriction (``key_restriction``: its query renders differently
    with the variable ``tardy_keys`` set) and has a one-column grain is written *by key* when
    detection knows the changed keys: rendered once with the variable set to those keys and
