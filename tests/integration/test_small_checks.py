@@ -499,3 +499,41 @@ def test_one_render_over_the_intervals_selects_what_a_render_per_interval_does(
     }
     control = differences(sql(hull, True), sql(intervals, False))
     assert control["silver.sales_transactions"] > 0 and control["gold.daily_store_revenue"] > 0
+
+
+def test_the_diffs_text_of_each_exact_type_is_the_exports(spark) -> None:
+    """A published model's day digests after a promotion come from the diff's rows after as
+    Spark's text (``diff.after_text``): for every column type ``diff.exact_text`` accepts,
+    that text equals the deterministic export's (``versions.as_text`` of what Arrow reads),
+    NULLs, signs, scales and quoting included; the others are read (their text differs)."""
+    from tardy.consumers.versions import as_rows, read_version
+    from tardy.engine.diff import after_text, exact_text
+
+    spark.sql("CREATE SCHEMA IF NOT EXISTS texts")
+    spark.sql("DROP TABLE IF EXISTS texts.exact")
+    spark.sql(
+        "CREATE TABLE texts.exact (s STRING, i INT, l BIGINT, sh SMALLINT, b BOOLEAN, d DATE, "
+        "m DECIMAL(18, 2), z DECIMAL(12, 0), six DECIMAL(20, 6)) USING delta"
+    )
+    spark.sql(
+        "INSERT INTO texts.exact VALUES "
+        "('a, \"quoted\"', -7, 9007199254740993, 3, true, DATE'2026-02-01', -0.50, 12, 0.000001), "
+        "(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL), "
+        "('\\\\N', 0, 0, 0, false, DATE'0999-12-31', 0.00, 0, 0.000000), "
+        "('', 1, 1, 1, true, DATE'2026-12-31', 12345678.90, -5, -123456.123456)"
+    )
+    schema = spark.table("texts.exact").schema
+    assert all(exact_text(f) for f in schema.fields)
+    query = (
+        f"SELECT {after_text(schema)} AS _text FROM (SELECT *, 1 AS _present FROM texts.exact) AS a"
+    )
+    texts = sorted(tuple(row["_text"]) for row in spark.sql(query).collect())
+    version = int(spark.sql("DESCRIBE HISTORY texts.exact").collect()[0]["version"])
+    _, exported = as_rows(read_version(spark, "texts.exact", version))
+    assert texts == exported
+    spark.sql("DROP TABLE IF EXISTS texts.inexact")
+    spark.sql(
+        "CREATE TABLE texts.inexact (t TIMESTAMP, f DOUBLE, e DECIMAL(20, 8), a ARRAY<INT>) "
+        "USING delta"
+    )
+    assert not any(exact_text(f) for f in spark.table("texts.inexact").schema.fields)

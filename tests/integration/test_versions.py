@@ -112,24 +112,45 @@ def test_a_version_published_before_two_restatements_re_exports_byte_for_byte(
     assert again["publication"]["version"] == 1
     latest = _json("export", DAILY, "--to", str(tmp_path / "latest"))
     assert latest["publication"]["version"] == 3 and latest["sha256"] != again["sha256"]
-    # v3 hashed only the days its promotion changed and took the others' digests from v2:
-    # the same hash as the whole export's days give.
-    assert hash_by_days(Path(latest["path"]).read_bytes()) == latest["publication"]["sha256"]
+    # Every version a promotion published hashed only the days it changed (from its diff's
+    # rows after, or a read of those days when a column's text is not Spark's: the features'
+    # doubles) and took the others' digests from the version before: the same hash as the
+    # whole export's days give, and each day's digest the export's.
+    promoted = [p for outcome in story.restatements for p in outcome["published"]]
+    assert {p["table_name"] for p in promoted} >= {DAILY, FEATURES}
+    for p in promoted:
+        folder = str(tmp_path / p["name"])
+        data = Path(_json("export", p["table_name"], "--as-of", p["name"], "--to", folder)["path"])
+        digests = day_digests(data.read_bytes(), p["time_column"])
+        assert p["day_digests"] == digests, p["name"]
+        assert hash_by_days(data.read_bytes(), p["time_column"]) == p["sha256"], p["name"]
+    # What each promotion's publication ran: the store's read, its append and a view per new
+    # version, and one read of the features' changed days (a double's text is not Spark's):
+    # no comparison for the release notes, no log read, no read of the other versions.
+    for outcome in story.restatements:
+        assert outcome["statements"]["publish"] == len(outcome["published"]) + 3, outcome
 
 
-def hash_by_days(data: bytes) -> str:
-    """A version's hash from its export file alone, by the documented rule
-    (docs/versioned-truth.md, "Day digests"): each day's lines (the time column,
-    ``event_date``, first) hashed, then the lines ``<day>,<rows>:<digest>``."""
+def day_digests(data: bytes, time_column: str = "event_date") -> dict[str, str]:
+    """Each day's ``<rows>:<digest>`` from an export file alone, by the documented rule
+    (docs/versioned-truth.md, "Day digests"): the SHA-256 of the day's lines (by the time
+    column's text), each with its line end."""
     header, *lines = data.decode().split("\n")[:-1]
-    assert header.split(",")[0] == "event_date"
+    index = next(csv.reader([header])).index(time_column)
     days: dict[str, list[str]] = {}
     for line in lines:
-        days.setdefault(line.split(",", 1)[0], []).append(line + "\n")
-    digests = {
+        days.setdefault(next(csv.reader([line]))[index], []).append(line + "\n")
+    return {
         day: f"{len(mine)}:{hashlib.sha256(''.join(mine).encode()).hexdigest()}"
         for day, mine in days.items()
     }
+
+
+def hash_by_days(data: bytes, time_column: str = "event_date") -> str:
+    """A version's hash from its export file alone, by the documented rule
+    (docs/versioned-truth.md, "Day digests"): each day's lines hashed (``day_digests``),
+    then the lines ``<day>,<rows>:<digest>``."""
+    digests = day_digests(data, time_column)
     listed = "".join(f"{day},{digest}\n" for day, digest in sorted(digests.items()))
     return hashlib.sha256(listed.encode()).hexdigest()
 

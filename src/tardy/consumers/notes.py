@@ -14,10 +14,13 @@ count or the total of a measure ``release_notes.material_measures`` names (every
 a model that has none of them) moves by at least ``release_notes.material_change`` of its
 value before (``project.yaml``; a day that appears or disappears always is).
 
-Cost: one statement for all the versions one publication call made (each compared with the
-version it supersedes over its changed days only, by time travel), and one log read per
-restatement that produced them. A note is a pure function of the two versions: one a killed
-process never wrote is composed again when asked for (``note_of``).
+Cost: none for a version a promotion committed right on the one it supersedes, in the
+process that staged it: the restatement's diff compared the same rows by the same rule, and
+its days (``engine.results.DayChange``) are the note's. Otherwise one statement for all the
+versions one publication call made (each compared with the version it supersedes over its
+changed days only, by time travel), and one log read per restatement that produced them. A
+note is a pure function of the two versions: one a killed process never wrote is composed
+again when asked for (``note_of``), equal.
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ import json
 import os
 import typing as t
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 from tardy.engine import delta, sqlmesh_api
 from tardy.engine.diff import compare_sql, sums_map
-from tardy.engine.results import measure_of
+from tardy.engine.results import DayChange, measure_of
 from tardy.engine.stage import StagedTable
 from tardy.project import headline
 
@@ -145,29 +148,43 @@ def compose(
     spark: SparkSession,
     new: list[Publication],
     superseded: dict[str, Publication],
+    *,
+    compared: t.Mapping[str, list[DayChange]] | None = None,
+    producers: t.Mapping[str, tuple[str, str]] | None = None,
 ) -> list[Note]:
     """The notes of the ``new`` publications, each against the publication it supersedes
-    (``superseded``, by table): one statement compares them all, one log read per producer."""
+    (``superseded``, by table): one statement compares them all, one log read per producer.
+
+    A promotion passes what it already knows: per table whose version it committed right on
+    the superseded one, its changed days as the restatement's diff compared them
+    (``compared``: the same rows, by the same rule, so no statement of its own), and the
+    reason and actor of the restatement that produced them (``producers``, by restatement
+    id: no log read)."""
     from tardy.engine.sqlmesh_api import published_snapshots
 
     snapshots = published_snapshots(context) if new else {}
     materiality = Materiality.of(context.config.variables)
     parts: list[str] = []
     measures: dict[str, list[str]] = {}
+    per_day: dict[int, list[dict[str, t.Any]]] = {}
     for index, publication in enumerate(new):
         last = superseded.get(publication.table_name)
         snapshot = snapshots.get(publication.table_name)
         measures[publication.table_name] = mine = measures_of(snapshot) if snapshot else []
         if last is None or not publication.changed_days or snapshot is None:
             continue
+        known = _known(publication, (compared or {}).get(publication.table_name), mine)
+        if known is not None:
+            per_day[index] = known
+            continue
         if not _same_columns(spark, last.physical_table, publication.physical_table):
             continue
         parts.append(_comparison(spark, index, publication, last, snapshot, mine))
-    per_day: dict[int, list[dict[str, t.Any]]] = {}
     if parts:
         for row in delta.query(spark, " UNION ALL ".join(parts)).collect():
             per_day.setdefault(row["_table"], []).append(row.asDict())
-    producers = _producers(spark, new)
+    given = dict(producers or {})
+    who = {**_producers(spark, [p for p in new if p.restatement_id not in given]), **given}
     notes = []
     for index, publication in enumerate(new):
         restatement_id = publication.restatement_id
@@ -177,10 +194,42 @@ def compose(
             per_day.get(index),
             measures[publication.table_name],
             materiality,
-            producers.get(restatement_id) if restatement_id else None,
+            who.get(restatement_id) if restatement_id else None,
         )
         notes.append(note)
     return notes
+
+
+def _known(
+    publication: Publication, days: list[DayChange] | None, measures: list[str]
+) -> list[dict[str, t.Any]] | None:
+    """The rows ``NOTE_SQL`` would return for ``publication``, from the diff's days of the
+    promotion that committed it (None: not known, or not every day or measure of the note:
+    then it compares the two versions itself)."""
+    if days is None:
+        return None
+    rows = {
+        day.day.isoformat(): day
+        for day in days
+        if isinstance(day.day, date) and not isinstance(day.day, datetime)
+    }
+    if sorted(rows) != sorted(publication.changed_days) or any(
+        m not in day.sums_before for day in days for m in measures
+    ):
+        return None
+    return [
+        {
+            "day": text,
+            "rows_before": day.rows_before,
+            "rows_after": day.rows_after,
+            "added": day.added,
+            "removed": day.removed,
+            "changed": day.changed,
+            "_sums_before": day.sums_before,
+            "_sums_after": day.sums_after,
+        }
+        for text, day in rows.items()
+    ]
 
 
 def _same_columns(spark: SparkSession, old: str, new: str) -> bool:

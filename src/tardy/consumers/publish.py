@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typing as t
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from tardy.consumers import notes, versions
 from tardy.consumers.aliases import point_final
@@ -27,16 +27,20 @@ if t.TYPE_CHECKING:
 
     from tardy.consumers.notes import Note
     from tardy.consumers.versions import Publication
+    from tardy.engine.results import DayChange
 
 
 @dataclass(frozen=True)
 class Commit:
     """A promotion's one commit to a table: the Delta version it replaced, the one it made,
-    and the days whose rows it changed (the restatement's diff: it commits only those)."""
+    and the days whose rows it changed (the restatement's diff: it commits only those), as
+    that diff compared them when this process staged the restatement (``compared``: what
+    the release note says, ``tardy.consumers.notes.compose``)."""
 
     before: int
     after: int
     days: list[str]
+    compared: list[DayChange] | None = None
 
 
 def _commit_days(
@@ -70,20 +74,24 @@ def _digested(
     table: SQLMesh built it for a code change, whose rows need not even share the old
     columns).
 
-    After a promotion's ``commit`` (``_commit_days``) only its days are read and hashed, the
-    others' digests are the previous publication's (one read of those days). Otherwise the
+    After a promotion's ``commit`` (``_commit_days``) only its days are hashed, the others'
+    digests are the previous publication's: from the rows its diff kept
+    (``_known_digests``: no statement), else from one read of those days. Otherwise the
     version is read whole once, and the changed days are those whose digests differ from the
     previous publication's (or, when that one has none, whose rows differ: a comparison of
     the two versions)."""
     days = _commit_days(physical, version, last, commit)
     if days is not None and last is not None and last.day_digests is not None:
+        kept = {day: digest for day, digest in last.day_digests.items() if day not in days}
+        known = _known_digests(commit, days)
+        if known is not None:
+            return {**kept, **known}, days
         chosen = in_list(f"CAST(`{column}` AS STRING)", days)
         arrow = versions.read_version(spark, physical, version, chosen)
         # A DATE time column's text is the day's ISO date, as the commit's days are: any other
         # type (none of the project's today) is read whole below.
         if str(arrow.schema.field(column).type) == "date32[day]":
             columns, rows = versions.as_rows(arrow)
-            kept = {day: digest for day, digest in last.day_digests.items() if day not in days}
             return {**kept, **versions.day_digests(columns, rows, column)}, days
         days = None
     columns, rows = versions.read_rows(spark, physical, version)
@@ -102,6 +110,22 @@ def _digested(
     return digests, [day for day in days if day != versions.NULL]
 
 
+def _known_digests(commit: Commit | None, days: list[str]) -> dict[str, str] | None:
+    """The digests of the commit's ``days`` from its diff's rows after (``Commit.compared``):
+    the rows it committed, as the export's text (None: the diff did not keep them, or the
+    time column is not a DATE, whose text is the day's ISO date)."""
+    if commit is None or commit.compared is None:
+        return None
+    rows = {
+        day.day.isoformat(): day.after
+        for day in commit.compared
+        if type(day.day) is date and day.after is not None
+    }
+    if sorted(rows) != days:
+        return None
+    return {day: versions.day_digest(sorted(mine)) for day, mine in rows.items() if mine}
+
+
 def publish(
     context: Context,
     spark: SparkSession,
@@ -109,6 +133,7 @@ def publish(
     restatement_id: str | None = None,
     commits: dict[str, Commit] | None = None,
     all_views: bool = False,
+    producer: tuple[str, str] | None = None,
 ) -> versions.Published:
     """Publish every model tagged ``published`` whose current prod Delta version has no
     publication yet (all of them when none has).
@@ -117,10 +142,13 @@ def publish(
     others the latest commit says who produced the version (a tardy tag: ``rollback:<id>``;
     none: a run). Changed days come from comparing the version's rows with the previous
     publication's, so a run between two publications is counted, or from the promotion's
-    commit when it was made right on the previously published version (``_commit_days``).
+    commit when it was made right on the previously published version (``_commit_days``);
+    then the release note reads the commit's ``compared`` days, and ``producer`` (the
+    restatement's reason and actor) saves the note its log read.
     """
     meter = Meter(spark)
     rows: list[Publication] = []
+    compared: dict[str, list[DayChange]] = {}
     now = datetime.now(UTC).replace(microsecond=0)
     with meter.step("publish"):
         history = versions.publications(spark)
@@ -141,6 +169,9 @@ def publish(
                 continue
             column = sqlmesh_api.time_column(snapshot)
             digests, days = _digested(spark, column, physical, version, last, commit)
+            on_last = _commit_days(physical, version, last, commit) is not None
+            if on_last and commit is not None and commit.compared is not None:
+                compared[name] = commit.compared
             earlier = [p for p in history if p.table_name == name]
             rows.append(
                 versions.Publication(
@@ -160,7 +191,8 @@ def publish(
             )
         if rows:
             versions.append(spark, rows, now)
-        written = _release_notes(context, spark, rows, latest)
+        producers = {restatement_id: producer} if restatement_id and producer else {}
+        written = _release_notes(context, spark, rows, latest, compared, producers)
         _announce(context, history, rows, written)
         pointed = list({**latest, **{p.table_name: p for p in rows}}.values())
         _point_views(spark, pointed if all_views else rows)
@@ -181,12 +213,16 @@ def _release_notes(
     spark: SparkSession,
     rows: list[Publication],
     superseded: dict[str, Publication],
+    compared: dict[str, list[DayChange]],
+    producers: dict[str, tuple[str, str]],
 ) -> dict[str, Note]:
     """Each new version's release note (``tardy.consumers.notes``), written to the data home
     once the publications are appended, by table."""
     if not rows:
         return {}
-    composed = notes.compose(context, spark, rows, superseded)
+    composed = notes.compose(
+        context, spark, rows, superseded, compared=compared, producers=producers
+    )
     return {note.table: note for note in notes.write(activate().root, composed)}
 
 

@@ -244,11 +244,14 @@ def day_digests(
     lines: dict[str, list[tuple[str, ...]]] = {}
     for row in rows:
         lines.setdefault(row[index], []).append(row)
-    out = {}
-    for day, mine in lines.items():
-        text = csv_text(columns, mine).split("\n", 1)[1]  # without the header
-        out[day] = f"{len(mine)}:{sha256(text)}"
-    return out
+    return {day: day_digest(mine) for day, mine in lines.items()}
+
+
+def day_digest(rows: list[tuple[str, ...]]) -> str:
+    """One day's digest, ``<rows>:<sha256>``, of its ``rows`` (text, sorted: ``read_rows``):
+    the SHA-256 of their export lines."""
+    text = csv_text([], rows).split("\n", 1)[1]  # without the header
+    return f"{len(rows)}:{sha256(text)}"
 
 
 def version_hash(digests: dict[str, str]) -> str:

@@ -36,6 +36,7 @@ from tardy.engine.results import (
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructField, StructType
 
     from tardy.engine.stage import StagedTable
 
@@ -51,7 +52,7 @@ SELECT *, CASE
 FROM (
   SELECT b._present AS _in_before, a._present AS _in_after,
          b._row_hash AS _hash_before, a._row_hash AS _hash_after, {key} AS _key,
-         {time} AS _time, {interval} AS _interval{measures}{rows}
+         {time} AS _time, {interval} AS _interval{measures}{rows}{texts}
   FROM (SELECT *, xxhash64({columns}) AS _row_hash, 1 AS _present FROM {before}
         WHERE {where}) AS b
   FULL OUTER JOIN
@@ -82,10 +83,23 @@ SELECT {table} AS _table, _interval, _time, COUNT(_in_before) AS rows_before,
        {sums_after} AS _sums_after,
        slice(collect_list(CASE WHEN _kind IS NOT NULL THEN named_struct(
          'row_key', _row_key, 'change', _kind, 'before', _before, 'after', _after) END),
-         1, {per_day}) AS _changes
+         1, {per_day}) AS _changes,
+       {after_rows} AS _after_rows
 FROM ({diff}) AS _diff
 GROUP BY _interval, _time
 """
+# A changed day's rows after, each value as the text the deterministic export writes
+# (``tardy.consumers.versions.as_text`` of the value Arrow reads): a published model's day
+# digests of the version its promotion commits are these rows' (no read of that version).
+AFTER_ROWS = "CASE WHEN COUNT(_kind) > 0 THEN collect_list(_after_text) END"
+NO_ROWS = "CAST(NULL AS ARRAY<ARRAY<STRING>>)"
+NULL_TEXT = "\\\\N"  # the export's NULL, \N, as a Spark SQL string literal's body
+# The Spark types whose ``CAST(... AS STRING)`` is that text: integers, strings, booleans,
+# dates, and decimals of a scale up to 6 (Python writes a smaller one's tiny values
+# in exponent notation, ``0E-8``). A table with any other column type (timestamps,
+# floating point, nested types) has its digests computed from a read of the version.
+EXACT_TEXT = {"string", "varchar", "char", "integer", "long", "short", "byte", "boolean", "date"}
+MAX_TEXT_SCALE = 6
 
 
 def key_sql(columns: list[str], left: str = "a", right: str = "b") -> str:
@@ -106,6 +120,7 @@ def compare_sql(
     spans: list[list[str]] | None = None,
     measures: bool | t.Sequence[str] = True,
     rows: bool = False,
+    texts: bool = False,
 ) -> str:
     """``before`` against ``after`` (tables, or a table ``VERSION AS OF`` one version) over
     ``spans`` of ``table``'s time column (default: its evaluated intervals), joined on the
@@ -114,7 +129,9 @@ def compare_sql(
     with ``measures`` every DECIMAL column of both sides (``b_<c>``, ``a_<c>``; or the
     columns ``measures`` names), with ``rows``
     both whole rows of a changed key as JSON (``_before``, ``_after``; NULL for the side it
-    is missing from, and both NULL for an equal row) and the grain's key (``_row_key``)."""
+    is missing from, and both NULL for an equal row) and the grain's key (``_row_key``), with
+    ``texts`` the after side's row as the export's text (``_after_text``: an array in column
+    order; NULL where the after side has no row)."""
     schema = spark.table(table.prod_table).schema
     columns = [f.name for f in schema.fields]
     if isinstance(measures, bool):
@@ -148,12 +165,36 @@ def compare_sql(
         )
         if rows
         else "",
+        texts=f", {after_text(schema)} AS _after_text" if texts else "",
         columns=listed,
         before=before,
         after=after,
         where=table.predicate(spans),
         join=" AND ".join(f"b.`{k}` <=> a.`{k}`" for k in keys),
     )
+
+
+def exact_text(field: StructField) -> bool:
+    """Spark writes the column's values as the deterministic export does (``EXACT_TEXT``)."""
+    from pyspark.sql.types import DecimalType
+
+    kind = field.dataType
+    if isinstance(kind, DecimalType):
+        return kind.scale <= MAX_TEXT_SCALE
+    return kind.typeName() in EXACT_TEXT
+
+
+def after_text(schema: StructType) -> str:
+    """The after side's row as an array of the export's text of each column (NULL: no row
+    after). Only for a table whose every column has an exact text (``exact_text``)."""
+    assert all(exact_text(f) for f in schema.fields), schema
+    # As prod's type first: promotion's insert casts the staged rows to prod's columns.
+    values = ", ".join(
+        f"COALESCE(CAST(CAST(a.`{f.name}` AS {f.dataType.simpleString()}) AS STRING), "
+        f"'{NULL_TEXT}')"
+        for f in schema.fields
+    )
+    return f"CASE WHEN a._present IS NULL THEN NULL ELSE array({values}) END"
 
 
 def _changed_row(side: str, columns: list[str]) -> str:
@@ -166,34 +207,59 @@ def _changed_row(side: str, columns: list[str]) -> str:
     )
 
 
-def diff_table(spark: SparkSession, staged: StagedTable, grain: list[str]) -> TableDiff:
+def diff_table(
+    spark: SparkSession,
+    staged: StagedTable,
+    grain: list[str],
+    measures: t.Sequence[str] = (),
+    published: bool = False,
+) -> TableDiff:
     """Prod against staged over the evaluated intervals of one table: one read of each."""
-    return diff_tables(spark, [(staged, grain)])[0]
+    texts = {staged.model} if published else set()
+    return diff_tables(spark, [(staged, grain)], {staged.model: measures}, texts)[0]
 
 
 def diff_tables(
-    spark: SparkSession, tables: list[tuple[StagedTable, list[str]]]
+    spark: SparkSession,
+    tables: list[tuple[StagedTable, list[str]]],
+    measures: t.Mapping[str, t.Sequence[str]] | None = None,
+    published: t.Collection[str] = (),
 ) -> list[TableDiff]:
     """``diff_table`` of each (staged table, grain), all in one statement (each table's
-    DECIMAL sums as a map: the tables' columns differ)."""
+    sums as a map: the tables' columns differ). Each interval sums the table's DECIMAL
+    columns; each day also the columns ``measures`` names for its model (a release note's
+    measures), and a ``published`` model's changed days their rows after as the export's
+    text, when its columns have one (``DayChange.after``)."""
     if not tables:
         return []
     parts = []
     decimals: list[list[str]] = []
+    summed: list[list[str]] = []
     for index, (staged, grain) in enumerate(tables):
         schema = spark.table(staged.prod_table).schema
         columns = [f.name for f in schema.fields if f.dataType.typeName() == "decimal"]
         columns.sort(key=lambda name: name != staged.measure)  # the model's own measure first
         decimals.append(columns)
+        extra = (measures or {}).get(staged.model, ())
+        summed.append(mine := [*columns, *(m for m in extra if m not in columns)])
+        texts = staged.model in published and all(exact_text(f) for f in schema.fields)
         parts.append(
             COUNTS_SQL.format(
                 table=index,
                 counts=COUNTS,
-                sums_before=sums_map("b", columns),
-                sums_after=sums_map("a", columns),
+                sums_before=sums_map("b", mine),
+                sums_after=sums_map("a", mine),
                 per_day=CHANGES_PER_DAY + 1,
+                after_rows=AFTER_ROWS if texts else NO_ROWS,
                 diff=compare_sql(
-                    spark, staged.prod_table, staged.staged_table, staged, grain, rows=True
+                    spark,
+                    staged.prod_table,
+                    staged.staged_table,
+                    staged,
+                    grain,
+                    measures=mine,
+                    rows=True,
+                    texts=texts,
                 ),
             )
         )
@@ -201,8 +267,8 @@ def diff_tables(
     for row in delta.query(spark, " UNION ALL ".join(parts)).collect():
         rows[row["_table"]].append(row.asDict())
     return [
-        _table_diff(staged, columns, mine)
-        for (staged, _), columns, mine in zip(tables, decimals, rows, strict=True)
+        _table_diff(staged, columns, sums, mine)
+        for (staged, _), columns, sums, mine in zip(tables, decimals, summed, rows, strict=True)
     ]
 
 
@@ -214,17 +280,21 @@ def sums_map(side: str, columns: list[str]) -> str:
 
 
 def _table_diff(
-    staged: StagedTable, decimals: list[str], rows: list[dict[str, t.Any]]
+    staged: StagedTable, decimals: list[str], summed: list[str], rows: list[dict[str, t.Any]]
 ) -> TableDiff:
-    """One table's diff from its rows of the counts query (one per interval and day)."""
+    """One table's diff from its rows of the counts query (one per interval and day): the
+    intervals sum ``decimals``, the days ``summed``."""
     days = [
         DayChange(
             day=row["_time"],
             rows_before=int(row["rows_before"]),
             rows_after=int(row["rows_after"]),
-            sums_before={c: row["_sums_before"].get(c) or "0" for c in decimals},
-            sums_after={c: row["_sums_after"].get(c) or "0" for c in decimals},
-            changed_keys=int(row["added"] + row["removed"] + row["changed"]),
+            sums_before={c: row["_sums_before"].get(c) or "0" for c in summed},
+            sums_after={c: row["_sums_after"].get(c) or "0" for c in summed},
+            added=int(row["added"]),
+            removed=int(row["removed"]),
+            changed=int(row["changed"]),
+            after=None if row["_after_rows"] is None else [tuple(r) for r in row["_after_rows"]],
         )
         for row in rows
     ]

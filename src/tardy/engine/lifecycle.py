@@ -197,6 +197,7 @@ def _promote(req: Request) -> Done:
         advanced_watermark=target is not None,
         table_versions=versions,
         versions_before={table.model: table.version_before for table in staged},
+        producer=(entry.reason, log.actor()),
     )
     return Done(f"promoted restatement {restatement_id}", outcome=outcome)
 

@@ -31,7 +31,16 @@ from tardy.engine.log import Action, LogEntry
 from tardy.engine.meter import Meter
 from tardy.engine.outcome import BreakerTripped, Outcome, Publish, RestatementError, Status
 from tardy.engine.plan import Plan, report_dir, snapshot_versions, watermark_target
-from tardy.engine.results import Breaker, Change, Diff, Manifest, TableDiff, days_of, ranges
+from tardy.engine.results import (
+    Breaker,
+    Change,
+    DayChange,
+    Diff,
+    Manifest,
+    TableDiff,
+    days_of,
+    ranges,
+)
 from tardy.engine.stage import (
     StagedTable,
     drop_stage,
@@ -45,6 +54,7 @@ from tardy.engine.stage import (
 )
 from tardy.engine.watermark import advance as advance_watermark
 from tardy.key_index import KeySet
+from tardy.project import headline
 
 if t.TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -88,6 +98,10 @@ class Staging:
     # The changed keys the diffs found, per model with changed days, for the change trail
     # (a model whose diff kept none: ``results.TableDiff.changes``).
     changes: dict[str, list[Change]] = field(default_factory=dict)
+    # Per model with changed days: those days as its diff compared them, with the sums of
+    # the measures its release notes show and its rows after when it is published
+    # (``outcome.day_changes``).
+    days: dict[str, list[DayChange]] = field(default_factory=dict)
 
 
 def stage_all(
@@ -121,6 +135,14 @@ def stage_all(
     parents = {p for s in plan.models() for p in plan.closure.parents(s.model.name)}
     diffs: dict[str, TableDiff] = {}
     leaves: list[tuple[StagedTable, list[str]]] = []
+    # A published model's diff also sums its release notes' measures per day and keeps its
+    # changed days' rows after: the note and the day digests of the version a promotion
+    # commits read them (no comparison or read of their own: ``outcome.day_changes``).
+    measures = {
+        s.model.name: headline.measures_of(s.model)
+        for s in plan.models()
+        if headline.PUBLISHED_TAG in s.model.tags
+    }
     for snapshot in plan.models():
         name = snapshot.model.name
         days = plan.days(name, changed)
@@ -141,13 +163,20 @@ def stage_all(
         tables.append(table)
         if name in parents:
             with meter.step("diff"):
-                diffs[name] = diff_table(spark, table, sqlmesh_api.grain(snapshot))
+                diffs[name] = diff_table(
+                    spark,
+                    table,
+                    sqlmesh_api.grain(snapshot),
+                    measures.get(name, ()),
+                    published=name in measures,
+                )
             changed[name] = diffs[name].changed_days
         else:
             leaves.append((table, sqlmesh_api.grain(snapshot)))
         promotion.failpoint("stage", len(tables))
     with meter.step("diff"):
-        for (table, _), table_diff in zip(leaves, diff_tables(spark, leaves), strict=True):
+        diffed = diff_tables(spark, leaves, measures, published=set(measures))
+        for (table, _), table_diff in zip(leaves, diffed, strict=True):
             diffs[table.model] = table_diff
     for table in tables:
         table.changed = ranges(diffs[table.model].changed_days)
@@ -164,7 +193,8 @@ def stage_all(
         for table in tables
         if table.changed and (found := diffs[table.model].changes) is not None
     }
-    return Staging(tables, review, results, changes)
+    compared = {s.model: diffs[s.model].changed() for s in tables if s.changed}
+    return Staging(tables, review, results, changes, compared)
 
 
 def stage_and_promote(
@@ -278,6 +308,7 @@ def stage_and_promote(
             )
             promoted = lifecycle.apply(lifecycle.Verb.PROMOTE, request).outcome
         assert promoted is not None  # a promotion's step returns its outcome
+        promoted.day_changes = staging.days
         outcome.status = promoted.status
         outcome.promoted = promoted.promoted
         outcome.advanced_watermark = promoted.advanced_watermark

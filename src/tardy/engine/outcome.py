@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from tardy.engine import audit
-from tardy.engine.results import Diff, Manifest
+from tardy.engine.results import DayChange, Diff, Manifest
 from tardy.errors import Refused, RestatementFailed
 
 if t.TYPE_CHECKING:
@@ -66,6 +66,11 @@ class Outcome:
     table_versions: dict[str, int] = field(default_factory=dict)
     versions_before: dict[str, int] = field(default_factory=dict)  # before the promotion
     published: list[dict[str, object]] = field(default_factory=list)
+    # Promoted: who produced the new versions (the restatement's reason, the promoting
+    # actor), and, when this process staged it, each model's changed days as its diff
+    # compared them (``DayChange``): what the versions' release notes say. Not in the JSON.
+    producer: tuple[str, str] | None = None
+    day_changes: dict[str, list[DayChange]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return {

@@ -85,14 +85,26 @@ class Breaker:
 
 @dataclass
 class DayChange:
-    """Rows and the breaker's measure on one day, before and after (``diff_table``)."""
+    """One day of a model, before and after (``diff_table``): its rows, the sums (decimal
+    text) of its DECIMAL columns and of the measures a release note shows, and the keys
+    added, removed and changed. A release note of the version a promotion commits reads
+    these (``tardy.consumers.notes``): the diff compared the same rows."""
 
     day: date
     rows_before: int
     rows_after: int
     sums_before: dict[str, str]
     sums_after: dict[str, str]
-    changed_keys: int
+    added: int = 0
+    removed: int = 0
+    changed: int = 0
+    # A changed day of a published model: its rows after, each value as the deterministic
+    # export's text (``tardy.engine.diff.after_text``), unsorted; None when not read.
+    after: list[tuple[str, ...]] | None = field(default=None, repr=False)
+
+    @property
+    def changed_keys(self) -> int:
+        return self.added + self.removed + self.changed
 
 
 class Change(t.TypedDict):
@@ -117,6 +129,10 @@ class TableDiff:
     @property
     def changed_days(self) -> set[date]:
         return {d.day for d in self.days if d.changed_keys}
+
+    def changed(self) -> list[DayChange]:
+        """The days with an added, removed or changed key, in day order."""
+        return sorted((d for d in self.days if d.changed_keys), key=lambda d: d.day)
 
 
 @dataclass

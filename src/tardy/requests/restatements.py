@@ -46,11 +46,16 @@ def publish_promotion(
             before=promoted.versions_before[model],
             after=version,
             days=sorted(day.isoformat() for day in days_of(promoted.promoted.get(model, []))),
+            compared=promoted.day_changes.get(model),
         )
         for model, version in promoted.table_versions.items()
     }
     published = publish.publish(
-        context, spark, restatement_id=promoted.restatement_id, commits=commits
+        context,
+        spark,
+        restatement_id=promoted.restatement_id,
+        commits=commits,
+        producer=promoted.producer,
     )
     return [p.as_dict() for p in published.publications]
 
