@@ -113,8 +113,7 @@ def test_a_version_published_before_two_restatements_re_exports_byte_for_byte(
     latest = _json("export", DAILY, "--to", str(tmp_path / "latest"))
     assert latest["publication"]["version"] == 3 and latest["sha256"] != again["sha256"]
     # Every version a promotion published hashed only the days it changed (from its diff's
-    # rows after, or a read of those days when a column's text is not Spark's: the features'
-    # doubles) and took the others' digests from the version before: the same hash as the
+    # rows after) and took the others' digests from the version before: the same hash as the
     # whole export's days give, and each day's digest the export's.
     promoted = [p for outcome in story.restatements for p in outcome["published"]]
     assert {p["table_name"] for p in promoted} >= {DAILY, FEATURES}
@@ -125,10 +124,10 @@ def test_a_version_published_before_two_restatements_re_exports_byte_for_byte(
         assert p["day_digests"] == digests, p["name"]
         assert hash_by_days(data.read_bytes(), p["time_column"]) == p["sha256"], p["name"]
     # What each promotion's publication ran: the store's read, its append and a view per new
-    # version, and one read of the features' changed days (a double's text is not Spark's):
-    # no comparison for the release notes, no log read, no read of the other versions.
+    # version (every gold column's text is Spark's): no comparison for the release notes, no
+    # log read, no read of the versions.
     for outcome in story.restatements:
-        assert outcome["statements"]["publish"] == len(outcome["published"]) + 3, outcome
+        assert outcome["statements"]["publish"] == len(outcome["published"]) + 2, outcome
 
 
 def day_digests(data: bytes, time_column: str = "event_date") -> dict[str, str]:
