@@ -30,6 +30,7 @@ from __future__ import annotations
 import typing as t
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 
 from tardy.engine import environment, lifecycle, log, machine
 from tardy.engine.detect import detect
@@ -84,10 +85,10 @@ def restate(
         return Outcome(None, Status.DRY_RUN, manifest, **meter.as_dict())
     restatement_id = restatement_id or new_id()
     env = environment.name_for(restatement_id, environment_name)
-    with _locked(context, spark, restatement_id, publish) as recovered:
+    with _locked(context, spark, restatement_id, publish) as held:
         pending = [
             row
-            for row in log.latest(spark).values()
+            for row in held.latest.values()
             if row.status in (Action.STAGED, Action.PROMOTING, Action.DISCARDING)
         ]
         if pending:
@@ -105,7 +106,7 @@ def restate(
                 None,
                 Status.NOTHING_TO_DO,
                 manifest,
-                recovered=recovered,
+                recovered=held.recovered,
                 advanced_watermark=advanced,
                 **meter.as_dict(),
             )
@@ -122,7 +123,7 @@ def restate(
             environment_name=env,
             publish=publish,
         )
-        outcome.recovered = recovered
+        outcome.recovered = held.recovered
         return outcome
 
 
@@ -163,12 +164,22 @@ def hold(restatement_id: str, gateway: str | None = None) -> Iterator[None]:
             _held.discard(held.identity)
 
 
+@dataclass(frozen=True)
+class Held:
+    """What ``_locked`` found under the lock: what recovery did (None: nothing), and the
+    latest log entry of every restatement after it (read once: again only when recovery
+    wrote)."""
+
+    recovered: str | None
+    latest: dict[str, Record]
+
+
 @contextmanager
 def _locked(
     context: Context, spark: SparkSession, restatement_id: str, publish: Publish | None
-) -> Iterator[str | None]:
+) -> Iterator[Held]:
     """Hold the restatement lock, after finishing whatever the log says was interrupted
-    (a holder killed mid-way): yields what recovery did, or None.
+    (a holder killed mid-way): yields what recovery did and the log's latest entries.
 
     Recovery reads the log, not the lock's holder record: under the lock nobody else is
     working on a restatement, so any whose latest action is an intent (``log.INTERRUPTED``)
@@ -177,12 +188,13 @@ def _locked(
     """
     held = restatement_lock(context.config, context.selected_gateway)
     with nullcontext() if held.identity in _held else held.exclusive(restatement_id):
+        latest = log.latest(spark)
         done = [
             _recover(context, spark, row, publish)
-            for rid, row in log.latest(spark).items()
+            for rid, row in latest.items()
             if row.status in log.INTERRUPTED and rid != restatement_id
         ]
-        yield "; ".join(done) or None
+        yield Held("; ".join(done) or None, log.latest(spark) if done else latest)
 
 
 def _recover(context: Context, spark: SparkSession, row: Record, publish: Publish | None) -> str:
